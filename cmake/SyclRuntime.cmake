@@ -1,0 +1,43 @@
+# cmake/SyclRuntime.cmake: finds the SYCL runtime of the intel-sycl-rt wheel and defines SYCL::runtime.
+#
+# Under pip's build isolation the wheel's data files are not under the
+# interpreter's sys.prefix, so the files are located through the installed
+# distribution's own file list.
+
+find_package(Python COMPONENTS Interpreter REQUIRED)
+
+execute_process(
+  COMMAND "${Python_EXECUTABLE}" -c [=[
+import importlib.metadata as md
+dist = md.distribution("intel-sycl-rt")
+want = {"sycl/sycl.hpp": None, "libsycl.so.8": None}
+for f in dist.files or []:
+    for suffix in want:
+        if f.as_posix() == suffix or f.as_posix().endswith("/" + suffix):
+            want[suffix] = dist.locate_file(f).resolve()
+missing = [k for k, v in want.items() if v is None]
+if missing:
+    raise SystemExit("intel-sycl-rt lacks " + ", ".join(missing))
+print(want["sycl/sycl.hpp"].parent.parent, end=";")
+print(want["libsycl.so.8"], end=";")
+print(dist.version, end="")
+]=]
+  OUTPUT_VARIABLE _sycl_found
+  ERROR_VARIABLE _sycl_error
+  RESULT_VARIABLE _sycl_result)
+if(NOT _sycl_result EQUAL 0)
+  message(FATAL_ERROR
+    "The SYCL runtime wheel was not found (${_sycl_error}).\n"
+    "Install it into the build environment: pip install 'intel-sycl-rt==2025.3.*'")
+endif()
+list(GET _sycl_found 0 SYCL_INCLUDE_DIR)
+list(GET _sycl_found 1 SYCL_LIBRARY)
+list(GET _sycl_found 2 SYCL_RUNTIME_VERSION)
+message(STATUS "SYCL runtime ${SYCL_RUNTIME_VERSION}: ${SYCL_LIBRARY}")
+
+add_library(SYCL::runtime SHARED IMPORTED)
+set_target_properties(SYCL::runtime PROPERTIES
+  IMPORTED_LOCATION "${SYCL_LIBRARY}"
+  IMPORTED_NO_SONAME FALSE
+  INTERFACE_INCLUDE_DIRECTORIES "${SYCL_INCLUDE_DIR}"
+  INTERFACE_COMPILE_DEFINITIONS SYCL_DISABLE_FSYCL_SYCLHPP_WARNING)

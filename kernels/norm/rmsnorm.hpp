@@ -1,0 +1,64 @@
+// kernels/norm/rmsnorm.hpp: RMSNorm, one work-group per row, hidden size fixed at compile time.
+//
+// out[r, i] = x[r, i] * rsqrt(mean_i(x[r, :]^2) + eps) * weight[i], accumulated in float.
+#pragma once
+
+#include "../common/dtype.hpp"
+#include "../common/reduce.hpp"
+#include "../common/vec.hpp"
+
+namespace sycl_kernels {
+
+template <typename T, int kHidden>
+inline void rmsnorm(const T* x, int64_t x_row_stride, const T* weight, T* out,
+                    int64_t out_row_stride, float eps) {
+  constexpr int kVec = kVecWidth<T>;
+  constexpr int kNumVecs = kHidden / kVec;
+  const auto item = this_nd_item();
+  const int64_t row = item.get_group(0);
+  const int tid = static_cast<int>(item.get_local_id(0));
+  const int threads = static_cast<int>(item.get_local_range(0));
+  const T* x_row = x + row * x_row_stride;
+  T* out_row = out + row * out_row_stride;
+
+  // Uniform across the work-group, so the branch below never diverges.
+  const bool vectorized = kNumVecs > 0 && is_vec_aligned(x_row) &&
+                          is_vec_aligned(weight) && is_vec_aligned(out_row);
+  const int scalar_begin = vectorized ? kNumVecs * kVec : 0;
+
+  float sum_sq = 0.0f;
+  if (vectorized) {
+    for (int i = tid; i < kNumVecs; i += threads) {
+      const Vec<T, kVec> xv = load_vec(x_row + i * kVec);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const float f = to_float(xv.v[e]);
+        sum_sq += f * f;
+      }
+    }
+  }
+  for (int i = scalar_begin + tid; i < kHidden; i += threads) {
+    const float f = to_float(x_row[i]);
+    sum_sq += f * f;
+  }
+  const float inv_rms =
+      ::sycl::rsqrt(group_sum(item, sum_sq) / static_cast<float>(kHidden) + eps);
+
+  if (vectorized) {
+    for (int i = tid; i < kNumVecs; i += threads) {
+      const Vec<T, kVec> xv = load_vec(x_row + i * kVec);
+      const Vec<T, kVec> wv = load_vec(weight + i * kVec);
+      Vec<T, kVec> ov;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        ov.v[e] = from_float<T>(to_float(xv.v[e]) * inv_rms * to_float(wv.v[e]));
+      }
+      store_vec(out_row + i * kVec, ov);
+    }
+  }
+  for (int i = scalar_begin + tid; i < kHidden; i += threads) {
+    out_row[i] = from_float<T>(to_float(x_row[i]) * inv_rms * to_float(weight[i]));
+  }
+}
+
+}  // namespace sycl_kernels

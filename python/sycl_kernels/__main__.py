@@ -1,0 +1,103 @@
+"""sycl_kernels.__main__: the command line, `python -m sycl_kernels info|demo`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from . import _runtime
+from ._devices import default_device, devices
+from ._timing import median_seconds
+from .jit import stats
+from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, build_config
+from .ops import rmsnorm
+
+DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
+DEMO_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def cmd_info(_: argparse.Namespace) -> int:
+    config = build_config()
+    print(f"sycl_kernels {sys.modules['sycl_kernels'].__version__}")
+    print(f"SYCL runtime:     {_runtime.host_module().runtime_version()}")
+    print(f"built against:    intel-sycl-rt {config['sycl_runtime_version']}")
+    print(f"device compiler:  {config['device_compiler']} {' '.join(config['device_options'])}")
+    print(f"kernels:          {KERNELS_DIR}")
+    print(f"build config:     {BUILD_CONFIG_FILE}")
+    print(f"host module:      {_runtime.host_module().__file__}")
+    print(f"default device:   {default_device()}")
+    print("SYCL devices:")
+    for d in devices():
+        print(
+            f"  [{d.index}] {d.type:<5} {d.backend:<10} {d.name} (driver {d.driver_version}, "
+            f"max work-group {d.max_work_group_size}, sub-groups {list(d.sub_group_sizes)})"
+        )
+    return 0
+
+
+def _reference_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    x64 = x.double()
+    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+
+
+def _demo_row(
+    dtype: torch.dtype, rows: int, hidden: int, device: torch.device, repeats: int
+) -> tuple[str, bool]:
+    eps = 1e-6
+    generator = torch.Generator().manual_seed(rows * hidden)
+    x = torch.randn(rows, hidden, generator=generator).to(device=device, dtype=dtype)
+    weight = torch.randn(hidden, generator=generator).to(device=device, dtype=dtype)
+    out = torch.empty_like(x)
+    got = rmsnorm(x, weight, eps, out=out).double()
+    error = (got - _reference_rmsnorm(x, weight, eps)).abs().max().item()
+    ok = error <= (1e-4 if dtype == torch.float32 else 5e-2)
+    ours = median_seconds(lambda: rmsnorm(x, weight, eps, out=out), device, repeats=repeats)
+    theirs = median_seconds(
+        lambda: torch.nn.functional.rms_norm(x, (hidden,), weight, eps), device, repeats=repeats
+    )
+    line = (
+        f"{str(dtype).removeprefix('torch.'):<9} {f'{rows} x {hidden}':>14} "
+        f"{ours * 1e3:>9.3f} {theirs * 1e3:>9.3f} {theirs / ours:>7.1f}x {error:>9.2e}"
+    )
+    return line, ok
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    device = default_device()
+    print(f"rmsnorm on {device} (SYCL device {_runtime.queue_for(device).device['name']})")
+    header = (
+        f"{'dtype':<9} {'rows x hidden':>14} {'sycl ms':>9} {'torch ms':>9} "
+        f"{'speedup':>8} {'max err':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    all_ok = True
+    for dtype in DEMO_DTYPES:
+        for rows, hidden in DEMO_SHAPES:
+            line, ok = _demo_row(dtype, rows, hidden, device, args.repeats)
+            print(line)
+            all_ok &= ok
+    s = stats()
+    print(f"\n{s.compiles} kernels compiled in {s.compile_seconds:.1f} s (first call of each)")
+    if not all_ok:
+        print("error above tolerance: results do not match the torch reference", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sycl_kernels", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    info = commands.add_parser("info", help="runtime version, devices, compiler and paths")
+    info.set_defaults(run=cmd_info)
+    demo = commands.add_parser("demo", help="rmsnorm vs torch: time and error for LLM shapes")
+    demo.add_argument("--repeats", type=int, default=20, help="timed calls per measurement")
+    demo.set_defaults(run=cmd_demo)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

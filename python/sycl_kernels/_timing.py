@@ -1,0 +1,30 @@
+"""sycl_kernels._timing: median wall time of a callable, synchronizing the device it runs on."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "xpu":
+        torch.xpu.synchronize(device)
+
+
+def median_seconds(
+    fn: Callable[[], object], device: torch.device, *, warmup: int = 3, repeats: int = 20
+) -> float:
+    """Median over `repeats` timed calls of fn(), after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    _synchronize(device)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        _synchronize(device)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)

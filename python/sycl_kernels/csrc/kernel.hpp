@@ -1,0 +1,72 @@
+// csrc/kernel.hpp: a kernel loaded from a device image, launched with typed arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "device_compiler.hpp"
+#include "queue.hpp"
+
+namespace sycl_kernels {
+
+// One kernel argument; `kind` is its signature letter:
+// 'p' pointer, 'i' int32, 'l' int64, 'f' float32, 'd' float64.
+struct KernelArg {
+  char kind;
+  union {
+    void* p;
+    int32_t i;
+    int64_t l;
+    float f;
+    double d;
+  };
+};
+
+class Kernel {
+ public:
+  Kernel(const Queue& queue, const std::string& image, const std::string& format,
+         const std::string& name, std::string signature)
+      : name_(name),
+        signature_(std::move(signature)),
+        kernel_(get_kernel(load_image(queue.get().get_context(), {queue.get().get_device()},
+                                      image, format),
+                           name)) {
+    for (char kind : signature_) {
+      if (std::string("pilfd").find(kind) == std::string::npos) {
+        throw std::invalid_argument("Kernel(): signature '" + signature_ +
+                                    "' has an unknown letter '" + kind +
+                                    "' (expected p, i, l, f or d)");
+      }
+    }
+  }
+
+  const std::string& name() const { return name_; }
+  const std::string& signature() const { return signature_; }
+
+  void launch(const Queue& queue, size_t global_size, size_t local_size,
+              const std::vector<KernelArg>& args) const {
+    sycl::queue& q = queue.get();
+    q.submit([&](sycl::handler& h) {
+      for (size_t index = 0; index < args.size(); ++index) {
+        const KernelArg& a = args[index];
+        switch (a.kind) {
+          case 'p': h.set_arg(static_cast<int>(index), a.p); break;
+          case 'i': h.set_arg(static_cast<int>(index), a.i); break;
+          case 'l': h.set_arg(static_cast<int>(index), a.l); break;
+          case 'f': h.set_arg(static_cast<int>(index), a.f); break;
+          default: h.set_arg(static_cast<int>(index), a.d); break;
+        }
+      }
+      h.parallel_for(sycl::nd_range<1>(global_size, local_size), kernel_);
+    });
+    if (queue.blocking()) q.wait_and_throw();
+  }
+
+ private:
+  std::string name_;
+  std::string signature_;
+  sycl::kernel kernel_;
+};
+
+}  // namespace sycl_kernels

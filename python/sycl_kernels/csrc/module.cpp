@@ -1,0 +1,184 @@
+// csrc/module.cpp: the nanobind host module `sycl_kernels._C`.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "device_compiler.hpp"
+#include "kernel.hpp"
+#include "queue.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace sycl_kernels {
+namespace {
+
+std::vector<sycl::device> all_devices() { return sycl::device::get_devices(); }
+
+nb::dict describe(const sycl::device& d) {
+  nb::dict info;
+  info["name"] = d.get_info<sycl::info::device::name>();
+  info["vendor"] = d.get_info<sycl::info::device::vendor>();
+  info["driver_version"] = d.get_info<sycl::info::device::driver_version>();
+  info["type"] = d.is_cpu() ? "cpu" : d.is_gpu() ? "gpu" : "other";
+  info["backend"] = std::string(
+      d.get_platform().get_backend() == sycl::backend::opencl ? "opencl"
+      : d.get_platform().get_backend() == sycl::backend::ext_oneapi_level_zero
+          ? "level_zero"
+          : "other");
+  info["max_work_group_size"] = d.get_info<sycl::info::device::max_work_group_size>();
+  info["sub_group_sizes"] = d.get_info<sycl::info::device::sub_group_sizes>();
+  info["system_allocations"] = d.has(sycl::aspect::usm_system_allocations);
+  return info;
+}
+
+sycl::device device_at(size_t index) {
+  const auto devices = all_devices();
+  if (index >= devices.size()) {
+    throw nb::index_error(("device index " + std::to_string(index) + " out of range (" +
+                           std::to_string(devices.size()) + " SYCL devices)")
+                              .c_str());
+  }
+  return devices[index];
+}
+
+// Converts Python arguments by the kernel's signature; tensors must live where
+// the queue's device can reach them.
+std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
+                                    const nb::args& args) {
+  const std::string& signature = kernel.signature();
+  if (args.size() != signature.size()) {
+    throw nb::type_error((kernel.name() + "(): expected " + std::to_string(signature.size()) +
+                          " arguments, got " + std::to_string(args.size()))
+                             .c_str());
+  }
+  const int32_t wanted_device =
+      queue.get().get_device().is_cpu() ? nb::device::cpu::value : nb::device::oneapi::value;
+  std::vector<KernelArg> out(args.size());
+  for (size_t index = 0; index < args.size(); ++index) {
+    KernelArg& a = out[index];
+    a.kind = signature[index];
+    nb::handle value = args[index];
+    auto fail = [&](const char* expected) {
+      return nb::type_error((kernel.name() + "(): argument " + std::to_string(index) +
+                             " must be " + expected + ", got " +
+                             nb::inst_name(value).c_str())
+                                .c_str());
+    };
+    switch (a.kind) {
+      case 'p': {
+        nb::ndarray<> array;
+        if (!nb::try_cast(value, array)) throw fail("a tensor (DLPack)");
+        if (array.device_type() != wanted_device) {
+          throw nb::value_error((kernel.name() + "(): argument " + std::to_string(index) +
+                                 " lives on a device the queue's " +
+                                 (wanted_device == nb::device::cpu::value ? "CPU" : "GPU") +
+                                 " device cannot access")
+                                    .c_str());
+        }
+        a.p = array.data();
+        break;
+      }
+      case 'i':
+        if (!nb::isinstance<nb::int_>(value)) throw fail("an int");
+        a.i = nb::cast<int32_t>(value);
+        break;
+      case 'l':
+        if (!nb::isinstance<nb::int_>(value)) throw fail("an int");
+        a.l = nb::cast<int64_t>(value);
+        break;
+      case 'f':
+        a.f = static_cast<float>(nb::cast<double>(value));
+        break;
+      default:
+        a.d = nb::cast<double>(value);
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace sycl_kernels
+
+NB_MODULE(_C, m) {
+  using namespace sycl_kernels;
+  m.doc() = "sycl_kernels host module: device compiler, queues and kernel launches";
+
+  static nb::exception<CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
+
+  m.def("runtime_version", &runtime_version);
+  m.def("devices", [] {
+    nb::list out;
+    for (const auto& d : all_devices()) out.append(describe(d));
+    return out;
+  }, "Every SYCL device the runtime sees, as dicts.");
+
+  nb::class_<Queue>(m, "Queue")
+      .def_static("create", [](size_t index) { return Queue::create(device_at(index)); },
+                  "device_index"_a, "An owned in-order queue on device `device_index`.")
+      .def_static("borrow", &Queue::borrow, "address"_a,
+                  "Wraps a `sycl::queue*` given as an int (torch.xpu stream.sycl_queue).")
+      .def_prop_ro("address", &Queue::address)
+      .def_prop_ro("blocking", &Queue::blocking)
+      .def_prop_ro("context_id",
+                   [](const Queue& q) { return std::hash<sycl::context>{}(q.get().get_context()); })
+      .def_prop_ro("device", [](const Queue& q) { return describe(q.get().get_device()); })
+      .def("wait", [](const Queue& q) {
+        nb::gil_scoped_release release;
+        q.get().wait_and_throw();
+      });
+
+  m.def(
+      "compile",
+      [](const Queue& queue, std::string source,
+         std::vector<std::pair<std::string, std::string>> headers,
+         std::vector<std::string> options) {
+        const CompileRequest request{std::move(source), std::move(headers), std::move(options)};
+        DeviceImage image;
+        {
+          nb::gil_scoped_release release;
+          image = compile_to_image(queue.get().get_context(), {queue.get().get_device()},
+                                   request);
+        }
+        return nb::make_tuple(nb::bytes(image.bytes.data(), image.bytes.size()), image.format,
+                              image.log);
+      },
+      "queue"_a, "source"_a, "headers"_a, "options"_a,
+      "Compiles SYCL source for the queue's device: (image bytes, format, build log).\n"
+      "Raises CompileError carrying the compiler's log.");
+
+  nb::class_<Kernel>(m, "Kernel")
+      .def(
+          "__init__",
+          [](Kernel* self, const Queue& queue, nb::bytes image, const std::string& format,
+             const std::string& name, const std::string& signature) {
+            std::string bytes(image.c_str(), image.size());
+            nb::gil_scoped_release release;
+            new (self) Kernel(queue, bytes, format, name, signature);
+          },
+          "queue"_a, "image"_a, "format"_a, "name"_a, "signature"_a,
+          "Loads kernel `name` from a device image for the queue's device.")
+      .def_prop_ro("name", &Kernel::name)
+      .def_prop_ro("signature", &Kernel::signature)
+      .def(
+          "launch",
+          [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
+             nb::args args) {
+            if (local_size == 0 || global_size % local_size != 0) {
+              throw nb::value_error((kernel.name() + "(): global size " +
+                                     std::to_string(global_size) +
+                                     " is not a positive multiple of the work-group size " +
+                                     std::to_string(local_size))
+                                        .c_str());
+            }
+            const std::vector<KernelArg> converted = convert_args(kernel, queue, args);
+            nb::gil_scoped_release release;
+            kernel.launch(queue, global_size, local_size, converted);
+          },
+          "queue"_a, "global_size"_a, "local_size"_a, "args"_a,
+          "Submits the kernel on `queue` (and waits if the queue is blocking).");
+}

@@ -1,0 +1,109 @@
+"""The JIT's compile and load path: specs, include trees, compile errors, the in-memory cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from sycl_kernels import _runtime
+from sycl_kernels._dtypes import BY_TORCH
+from sycl_kernels.jit import KernelCompileError, KernelSpec, Param, compile_spec, get_kernel
+from sycl_kernels.jit.sources import build_config, include_tree
+from sycl_kernels.ops.norm import rmsnorm_spec
+
+from tests import references
+
+
+def test_translation_unit_exports_one_named_kernel() -> None:
+    spec = rmsnorm_spec(BY_TORCH[torch.bfloat16], 4096)
+    assert spec.name == "rmsnorm_bf16_h4096"
+    assert spec.signature == "plpplf"
+    source = spec.translation_unit()
+    assert '#include "norm/rmsnorm.hpp"' in source
+    assert "void rmsnorm_bf16_h4096(const sycl_kernels::bf16* x, int64_t x_row_stride" in source
+    assert "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096>(x, x_row_stride" in source
+
+
+def test_include_tree_follows_relative_includes() -> None:
+    headers = include_tree(rmsnorm_spec(BY_TORCH[torch.float32], 64).translation_unit())
+    assert set(headers) == {
+        "norm/rmsnorm.hpp",
+        "common/device.hpp",
+        "common/dtype.hpp",
+        "common/reduce.hpp",
+        "common/vec.hpp",
+    }
+    assert "struct bf16" in headers["common/dtype.hpp"]
+
+
+def test_build_config_comes_from_cmake() -> None:
+    config = build_config()
+    assert config["device_compiler"] == "sycl_ext_oneapi_kernel_compiler"
+    assert "-fno-sycl-device-lib=all" in config["device_options"]
+
+
+def test_compiled_image_is_spirv() -> None:
+    image, image_format = compile_spec(
+        rmsnorm_spec(BY_TORCH[torch.float32], 96), _runtime.cpu_queue()
+    )
+    assert image_format == "spirv"
+    assert image[:4] == (0x07230203).to_bytes(4, "little")
+
+
+def test_broken_kernel_raises_with_compiler_log() -> None:
+    spec = KernelSpec(
+        name="broken_kernel",
+        header="norm/rmsnorm.hpp",
+        function="sycl_kernels::no_such_function",
+        template_args=("float",),
+        params=(Param("x", "float*"),),
+    )
+    with pytest.raises(KernelCompileError) as info:
+        get_kernel(spec, _runtime.cpu_queue())
+    message = str(info.value)
+    assert message.startswith("broken_kernel: device compilation failed")
+    assert "no_such_function" in message and "error:" in message
+
+
+def test_unknown_parameter_type_is_rejected() -> None:
+    spec = KernelSpec("k", "norm/rmsnorm.hpp", "f", (), (Param("n", "size_t"),))
+    with pytest.raises(ValueError, match="parameter 'n' has type 'size_t'"):
+        _ = spec.signature
+
+
+def test_borrowed_queue_runs_a_kernel() -> None:
+    # The XPU path wraps torch's sycl::queue* given as an int; here the pointer
+    # is the package's own CPU queue, so the same lines run on this machine.
+    owned = _runtime.cpu_queue()
+    borrowed = _runtime.host_module().Queue.borrow(owned.address)
+    assert borrowed.address == owned.address and not borrowed.blocking and owned.blocking
+    x, weight = torch.randn(3, 256), torch.randn(256)
+    out = torch.zeros_like(x)
+    kernel = get_kernel(rmsnorm_spec(BY_TORCH[torch.float32], 256), borrowed)
+    kernel.launch(borrowed, 3 * 64, 64, x, 256, weight, out, 256, 1e-6)
+    borrowed.wait()
+    torch.testing.assert_close(out.double(), references.rmsnorm(x, weight, 1e-6))
+
+
+def test_queue_for_xpu_uses_the_current_stream_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    address = _runtime.cpu_queue().address
+
+    class Stream:
+        sycl_queue = address
+
+    monkeypatch.setattr(torch.xpu, "current_stream", lambda device=None: Stream())
+    queue = _runtime.queue_for(torch.device("xpu", 0))
+    assert queue.address == address and not queue.blocking
+
+
+def test_launch_checks_arguments() -> None:
+    queue = _runtime.cpu_queue()
+    kernel = get_kernel(rmsnorm_spec(BY_TORCH[torch.float32], 256), queue)
+    x = torch.randn(1, 256)
+    with pytest.raises(TypeError, match="expected 6 arguments, got 5"):
+        kernel.launch(queue, 64, 64, x, 256, x, x, 256)
+    with pytest.raises(TypeError, match="argument 1 must be an int"):
+        kernel.launch(queue, 64, 64, x, 2.5, x, x, 256, 1e-6)
+    with pytest.raises(TypeError, match=r"argument 0 must be a tensor \(DLPack\)"):
+        kernel.launch(queue, 64, 64, "x", 256, x, x, 256, 1e-6)
+    with pytest.raises(ValueError, match="not a positive multiple of the work-group size"):
+        kernel.launch(queue, 65, 64, x, 256, x, x, 256, 1e-6)

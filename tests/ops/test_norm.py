@@ -1,0 +1,145 @@
+"""rmsnorm on the SYCL CPU device against the float64 torch reference, and its argument checks."""
+
+from __future__ import annotations
+
+import pytest
+import sycl_kernels
+import torch
+from sycl_kernels.jit import stats
+
+from tests import references
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+HIDDEN = [64, 1000, 4096, 5120, 8192]
+ROWS = [1, 7, 256]
+
+
+def _inputs(rows: int, hidden: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(rows, hidden).to(dtype)
+    weight = (1 + 0.5 * torch.randn(hidden)).to(dtype)
+    return x, weight
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", ROWS)
+def test_rmsnorm_matches_reference(rows: int, hidden: int, dtype: torch.dtype) -> None:
+    x, weight = _inputs(rows, hidden, dtype)
+    got = sycl_kernels.rmsnorm(x, weight, 1e-6)
+    assert got.dtype == dtype and got.shape == x.shape
+    torch.testing.assert_close(
+        got.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(dtype)
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", [1000, 4096])
+def test_rmsnorm_writes_into_out(hidden: int, dtype: torch.dtype) -> None:
+    x, weight = _inputs(7, hidden, dtype)
+    out = torch.full_like(x, float("nan"))
+    result = sycl_kernels.rmsnorm(x, weight, 1e-5, out=out)
+    assert result is out
+    torch.testing.assert_close(
+        out.double(), references.rmsnorm(x, weight, 1e-5), **references.tolerance(dtype)
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", [64, 1000, 4096])
+def test_rmsnorm_strided_rows(hidden: int, dtype: torch.dtype) -> None:
+    # Rows of a wider tensor: stride(0) > hidden, and an odd column offset
+    # misaligns every row so the scalar path runs too.
+    for offset in (0, 1):
+        wide = torch.randn(7, hidden + 24).to(dtype)
+        x = wide[:, offset : offset + hidden]
+        weight = torch.randn(hidden).to(dtype)
+        out_wide = torch.zeros(7, hidden + 8, dtype=dtype)
+        out = out_wide[:, :hidden]
+        sycl_kernels.rmsnorm(x, weight, 1e-6, out=out)
+        torch.testing.assert_close(
+            out.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(dtype)
+        )
+        assert torch.all(out_wide[:, hidden:] == 0), "wrote past the end of an out row"
+
+
+def test_rmsnorm_flattens_leading_dimensions() -> None:
+    x, weight = _inputs(2 * 3 * 5, 1000, torch.float32)
+    x = x.view(2, 3, 5, 1000)
+    got = sycl_kernels.rmsnorm(x, weight)
+    assert got.shape == (2, 3, 5, 1000)
+    torch.testing.assert_close(
+        got.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(torch.float32)
+    )
+
+
+def test_rmsnorm_empty_input_launches_nothing() -> None:
+    before = stats()
+    got = sycl_kernels.rmsnorm(torch.empty(0, 4097), torch.ones(4097))
+    assert got.shape == (0, 4097)
+    after = stats()
+    assert (after.hits, after.compiles) == (before.hits, before.compiles)
+
+
+def test_rmsnorm_compiles_a_variant_once() -> None:
+    x, weight = _inputs(3, 1234, torch.float16)
+    before = stats().compiles
+    sycl_kernels.rmsnorm(x, weight)
+    sycl_kernels.rmsnorm(x, weight)
+    sycl_kernels.rmsnorm(x[:1], weight)
+    assert stats().compiles == before + 1
+
+
+def test_rmsnorm_handles_any_odd_hidden_size() -> None:
+    x, weight = _inputs(5, 4001, torch.bfloat16)
+    torch.testing.assert_close(
+        sycl_kernels.rmsnorm(x, weight).double(),
+        references.rmsnorm(x, weight, 1e-6),
+        **references.tolerance(torch.bfloat16),
+    )
+
+
+def _bad_inputs() -> list[tuple[str, dict, type[Exception], str]]:
+    x = torch.randn(4, 64)
+    w = torch.randn(64)
+    return [
+        ("x not a tensor", {"x": [1.0] * 64}, TypeError, "x must be a torch.Tensor"),
+        ("x int dtype", {"x": x.to(torch.int32)}, TypeError, "x has dtype torch.int32"),
+        ("x float64", {"x": x.double()}, TypeError, "x has dtype torch.float64"),
+        ("x 0-d", {"x": torch.tensor(1.0), "weight": torch.ones(())}, ValueError, "x is a 0-d"),
+        ("x meta device", {"x": x.to("meta")}, ValueError, "x is on meta"),
+        ("x column stride", {"x": torch.randn(64, 4).t()}, ValueError, "x has stride 4"),
+        (
+            "x unmergeable 3-d",
+            {"x": torch.randn(4, 6, 64).transpose(0, 1)},
+            ValueError,
+            "x of shape (6, 4, 64)",
+        ),
+        ("weight dtype", {"weight": w.half()}, TypeError, "weight has dtype torch.float16"),
+        ("weight shape", {"weight": torch.randn(63)}, ValueError, "weight has shape (63,)"),
+        ("weight 2-d", {"weight": torch.randn(1, 64)}, ValueError, "weight has shape (1, 64)"),
+        ("weight stride", {"weight": torch.randn(128)[::2]}, ValueError, "weight has stride 2"),
+        ("out shape", {"out": torch.empty(4, 65)}, ValueError, "out has shape (4, 65)"),
+        (
+            "out dtype",
+            {"out": torch.empty(4, 64, dtype=torch.bfloat16)},
+            TypeError,
+            "out has dtype torch.bfloat16",
+        ),
+        ("out not tensor", {"out": 3}, TypeError, "out must be a torch.Tensor"),
+        ("eps negative", {"eps": -1.0}, ValueError, "eps must be a non-negative number"),
+        ("eps nan", {"eps": float("nan")}, ValueError, "eps must be a non-negative number"),
+        ("eps string", {"eps": "1e-6"}, ValueError, "eps must be a non-negative number"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("override", "error", "message"),
+    [case[1:] for case in _bad_inputs()],
+    ids=[case[0] for case in _bad_inputs()],
+)
+def test_rmsnorm_rejects_bad_input(override: dict, error: type[Exception], message: str) -> None:
+    args = {"x": torch.randn(4, 64), "weight": torch.randn(64), "eps": 1e-6, "out": None}
+    args.update(override)
+    with pytest.raises(error, match=r"^rmsnorm\(\): ") as info:
+        sycl_kernels.rmsnorm(**args)
+    assert message in str(info.value)
