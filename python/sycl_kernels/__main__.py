@@ -8,11 +8,10 @@ import sys
 import torch
 
 from . import _runtime
+from ._compare import compare_rmsnorm
 from ._devices import default_device, devices
-from ._timing import median_seconds
 from .jit import stats
 from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, build_config
-from .ops import rmsnorm
 
 DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
 DEMO_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -37,29 +36,15 @@ def cmd_info(_: argparse.Namespace) -> int:
     return 0
 
 
-def _reference_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    x64 = x.double()
-    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
-
-
 def _demo_row(
     dtype: torch.dtype, rows: int, hidden: int, device: torch.device, repeats: int
 ) -> tuple[str, bool]:
-    eps = 1e-6
-    generator = torch.Generator().manual_seed(rows * hidden)
-    x = torch.randn(rows, hidden, generator=generator).to(device=device, dtype=dtype)
-    weight = torch.randn(hidden, generator=generator).to(device=device, dtype=dtype)
-    out = torch.empty_like(x)
-    got = rmsnorm(x, weight, eps, out=out).double()
-    error = (got - _reference_rmsnorm(x, weight, eps)).abs().max().item()
-    ok = error <= (1e-4 if dtype == torch.float32 else 5e-2)
-    ours = median_seconds(lambda: rmsnorm(x, weight, eps, out=out), device, repeats=repeats)
-    theirs = median_seconds(
-        lambda: torch.nn.functional.rms_norm(x, (hidden,), weight, eps), device, repeats=repeats
-    )
+    c = compare_rmsnorm(dtype, rows, hidden, device, repeats)
+    ok = c.max_error <= (1e-4 if dtype == torch.float32 else 5e-2)
     line = (
         f"{str(dtype).removeprefix('torch.'):<9} {f'{rows} x {hidden}':>14} "
-        f"{ours * 1e3:>9.3f} {theirs * 1e3:>9.3f} {theirs / ours:>7.1f}x {error:>9.2e}"
+        f"{c.sycl_seconds * 1e3:>9.3f} {c.torch_seconds * 1e3:>9.3f} {c.speedup:>7.1f}x "
+        f"{c.max_error:>9.2e}"
     )
     return line, ok
 

@@ -20,7 +20,7 @@ def test_translation_unit_exports_one_named_kernel() -> None:
     source = spec.translation_unit()
     assert '#include "norm/rmsnorm.hpp"' in source
     assert "void rmsnorm_bf16_h4096(const sycl_kernels::bf16* x, int64_t x_row_stride" in source
-    assert "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096>(x, x_row_stride" in source
+    assert "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096, 256>(x, x_row_stride" in source
 
 
 def test_include_tree_follows_relative_includes() -> None:
@@ -29,6 +29,7 @@ def test_include_tree_follows_relative_includes() -> None:
         "norm/rmsnorm.hpp",
         "common/device.hpp",
         "common/dtype.hpp",
+        "common/loop.hpp",
         "common/reduce.hpp",
         "common/vec.hpp",
     }
@@ -107,3 +108,5 @@ def test_launch_checks_arguments() -> None:
         kernel.launch(queue, 64, 64, "x", 256, x, x, 256, 1e-6)
     with pytest.raises(ValueError, match="not a positive multiple of the work-group size"):
         kernel.launch(queue, 65, 64, x, 256, x, x, 256, 1e-6)
+    with pytest.raises(ValueError, match="compiled for work-groups of 64, launched with 32"):
+        kernel.launch(queue, 64, 32, x, 256, x, x, 256, 1e-6)

@@ -25,10 +25,12 @@ struct KernelArg {
 
 class Kernel {
  public:
+  // `group_size` is the work-group size the kernel was compiled for, 0 if any.
   Kernel(const Queue& queue, const std::string& image, const std::string& format,
-         const std::string& name, std::string signature)
+         const std::string& name, std::string signature, size_t group_size)
       : name_(name),
         signature_(std::move(signature)),
+        group_size_(group_size),
         kernel_(get_kernel(load_image(queue.get().get_context(), {queue.get().get_device()},
                                       image, format),
                            name)) {
@@ -43,6 +45,7 @@ class Kernel {
 
   const std::string& name() const { return name_; }
   const std::string& signature() const { return signature_; }
+  size_t group_size() const { return group_size_; }
 
   void launch(const Queue& queue, size_t global_size, size_t local_size,
               const std::vector<KernelArg>& args) const {
@@ -66,6 +69,7 @@ class Kernel {
  private:
   std::string name_;
   std::string signature_;
+  size_t group_size_;
   sycl::kernel kernel_;
 };
 

@@ -155,15 +155,17 @@ NB_MODULE(_C, m) {
       .def(
           "__init__",
           [](Kernel* self, const Queue& queue, nb::bytes image, const std::string& format,
-             const std::string& name, const std::string& signature) {
+             const std::string& name, const std::string& signature, size_t group_size) {
             std::string bytes(image.c_str(), image.size());
             nb::gil_scoped_release release;
-            new (self) Kernel(queue, bytes, format, name, signature);
+            new (self) Kernel(queue, bytes, format, name, signature, group_size);
           },
-          "queue"_a, "image"_a, "format"_a, "name"_a, "signature"_a,
-          "Loads kernel `name` from a device image for the queue's device.")
+          "queue"_a, "image"_a, "format"_a, "name"_a, "signature"_a, "group_size"_a = 0,
+          "Loads kernel `name` from a device image for the queue's device; `group_size`\n"
+          "is the work-group size it was compiled for (0: any).")
       .def_prop_ro("name", &Kernel::name)
       .def_prop_ro("signature", &Kernel::signature)
+      .def_prop_ro("group_size", &Kernel::group_size)
       .def(
           "launch",
           [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
@@ -172,6 +174,12 @@ NB_MODULE(_C, m) {
               throw nb::value_error((kernel.name() + "(): global size " +
                                      std::to_string(global_size) +
                                      " is not a positive multiple of the work-group size " +
+                                     std::to_string(local_size))
+                                        .c_str());
+            }
+            if (kernel.group_size() != 0 && local_size != kernel.group_size()) {
+              throw nb::value_error((kernel.name() + "(): compiled for work-groups of " +
+                                     std::to_string(kernel.group_size()) + ", launched with " +
                                      std::to_string(local_size))
                                         .c_str());
             }

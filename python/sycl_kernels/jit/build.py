@@ -59,7 +59,7 @@ def get_kernel(spec: KernelSpec, queue):
         if kernel is None:
             image, image_format = compile_spec(spec, queue)
             kernel = _runtime.host_module().Kernel(
-                queue, image, image_format, spec.name, spec.signature
+                queue, image, image_format, spec.name, spec.signature, spec.group_size or 0
             )
             _loaded[key] = kernel
     return kernel

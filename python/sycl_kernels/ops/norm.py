@@ -21,11 +21,12 @@ _MAX_GROUP_SIZE = 256
 
 def rmsnorm_spec(dtype: DType, hidden: int) -> KernelSpec:
     t = dtype.cpp_type
+    threads = group_size(dtype, hidden)
     return KernelSpec(
         name=f"rmsnorm_{dtype.short_name}_h{hidden}",
         header="norm/rmsnorm.hpp",
         function="sycl_kernels::rmsnorm",
-        template_args=(t, str(hidden)),
+        template_args=(t, str(hidden), str(threads)),
         params=(
             Param("x", f"const {t}*"),
             Param("x_row_stride", "int64_t"),
@@ -34,11 +35,15 @@ def rmsnorm_spec(dtype: DType, hidden: int) -> KernelSpec:
             Param("out_row_stride", "int64_t"),
             Param("eps", "float"),
         ),
+        group_size=threads,
     )
 
 
 def group_size(dtype: DType, hidden: int) -> int:
-    """Work-items per row: one per 16-byte vector, a power of two, at most 256."""
+    """Work-items per row: one per 16-byte vector, a power of two, at most 256.
+
+    A function of (dtype, hidden) only, so the variant name still encodes the kernel.
+    """
     vectors = max(1, hidden * dtype.size // 16)
     return min(_MAX_GROUP_SIZE, 1 << (vectors - 1).bit_length())
 
@@ -80,12 +85,12 @@ def rmsnorm(
     x_rows = as_rows(op, "x", x, hidden)
     out_rows = as_rows(op, "out", out, hidden)
     queue = _runtime.queue_for(x.device)
-    kernel = get_kernel(rmsnorm_spec(dtype, hidden), queue)
-    threads = group_size(dtype, hidden)
+    spec = rmsnorm_spec(dtype, hidden)
+    kernel = get_kernel(spec, queue)
     kernel.launch(
         queue,
-        x_rows.shape[0] * threads,
-        threads,
+        x_rows.shape[0] * spec.group_size,
+        spec.group_size,
         x_rows,
         x_rows.stride(0),
         weight,
