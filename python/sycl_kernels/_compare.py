@@ -1,4 +1,4 @@
-"""sycl_kernels._compare: an op and its torch counterpart on the same tensors, timed side by side."""
+"""sycl_kernels._compare: an op and its torch counterpart on the same tensors, timed in turn."""
 
 from __future__ import annotations
 
