@@ -11,7 +11,8 @@ set(SYCL_KERNELS_DEVICE_OPTIONS
   -fno-sycl-device-lib=all
   -fno-fast-math)
 
-# Writes the flag set, and what it was made with, to `output`.
+# Writes the flag set, and what it was made with, to `output` (installed as
+# sycl_kernels/_build_config.json; also read by the AOT plan at configure time).
 function(sycl_kernels_write_build_config output)
   set(options_json "")
   foreach(option IN LISTS SYCL_KERNELS_DEVICE_OPTIONS)

@@ -35,6 +35,22 @@ list(GET _sycl_found 1 SYCL_LIBRARY)
 list(GET _sycl_found 2 SYCL_RUNTIME_VERSION)
 message(STATUS "SYCL runtime ${SYCL_RUNTIME_VERSION}: ${SYCL_LIBRARY}")
 
+# The OpenCL CPU runtime, optional: the AOT build compiles on the SYCL CPU device.
+execute_process(
+  COMMAND "${Python_EXECUTABLE}" -c [=[
+import importlib.metadata as md
+try:
+    files = md.distribution("intel-opencl-rt").files or []
+except md.PackageNotFoundError:
+    files = []
+for f in files:
+    if f.name == "libintelocl.so":
+        print(f.locate().resolve(), end="")
+        break
+]=]
+  OUTPUT_VARIABLE SYCL_CPU_RUNTIME)
+message(STATUS "SYCL CPU device runtime: ${SYCL_CPU_RUNTIME}")
+
 add_library(SYCL::runtime SHARED IMPORTED)
 set_target_properties(SYCL::runtime PROPERTIES
   IMPORTED_LOCATION "${SYCL_LIBRARY}"

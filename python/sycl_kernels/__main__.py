@@ -10,19 +10,24 @@ import torch
 from . import _runtime
 from ._compare import compare_rmsnorm
 from ._devices import default_device, devices
-from .jit import stats
-from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, build_config
+from .jit import aot, stats
+from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
 
 DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
 DEMO_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def cmd_info(_: argparse.Namespace) -> int:
-    config = build_config()
+    config = read_build_config()
     print(f"sycl_kernels {sys.modules['sycl_kernels'].__version__}")
     print(f"SYCL runtime:     {_runtime.host_module().runtime_version()}")
     print(f"built against:    intel-sycl-rt {config['sycl_runtime_version']}")
     print(f"device compiler:  {config['device_compiler']} {' '.join(config['device_options'])}")
+    bundled = aot.manifest()
+    image_bytes = sum(entry["bytes"] for entry in bundled.values())
+    print(
+        f"AOT variants:     {len(bundled)} ({image_bytes / 1e6:.2f} MB of images in {aot.AOT_DIR})"
+    )
     print(f"kernels:          {KERNELS_DIR}")
     print(f"build config:     {BUILD_CONFIG_FILE}")
     print(f"host module:      {_runtime.host_module().__file__}")

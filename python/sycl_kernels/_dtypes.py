@@ -1,27 +1,43 @@
-"""sycl_kernels._dtypes: the one table of supported dtypes (torch dtype, short name, C++ type)."""
+"""sycl_kernels._dtypes: the one table of supported dtypes (torch name, short name, C++ type).
+
+Free of torch at import, so the wheel build can name variants without it.
+"""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
 class DType:
-    torch_dtype: torch.dtype
+    torch_name: str
     short_name: str
     cpp_type: str
     size: int
 
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        import torch
+
+        return getattr(torch, self.torch_name)
+
 
 DTYPES: tuple[DType, ...] = (
-    DType(torch.float32, "fp32", "sycl_kernels::fp32", 4),
-    DType(torch.float16, "fp16", "sycl_kernels::fp16", 2),
-    DType(torch.bfloat16, "bf16", "sycl_kernels::bf16", 2),
+    DType("float32", "fp32", "sycl_kernels::fp32", 4),
+    DType("float16", "fp16", "sycl_kernels::fp16", 2),
+    DType("bfloat16", "bf16", "sycl_kernels::bf16", 2),
 )
 
-BY_TORCH: dict[torch.dtype, DType] = {d.torch_dtype: d for d in DTYPES}
 BY_NAME: dict[str, DType] = {d.short_name: d for d in DTYPES}
 
-FLOAT_DTYPE_NAMES = ", ".join(str(d.torch_dtype) for d in DTYPES)
+FLOAT_DTYPE_NAMES = ", ".join(f"torch.{d.torch_name}" for d in DTYPES)
+
+
+@functools.cache
+def by_torch() -> dict[torch.dtype, DType]:
+    return {d.torch_dtype: d for d in DTYPES}

@@ -14,8 +14,10 @@ import importlib.metadata as metadata
 import os
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 INSTALL_HINT = (
     "pip install 'intel-sycl-rt==2025.3.*' 'intel-cmplr-lib-ur==2025.3.*' "
@@ -85,6 +87,8 @@ def queue_for(device: torch.device):
     """The queue for tensors on `device`: the CPU queue, or the current XPU stream's."""
     if device.type == "cpu":
         return cpu_queue()
+    import torch
+
     return _borrowed_queue(torch.xpu.current_stream(device).sycl_queue)
 
 

@@ -5,16 +5,23 @@ from __future__ import annotations
 import pytest
 import torch
 from sycl_kernels import _runtime
-from sycl_kernels._dtypes import BY_TORCH
-from sycl_kernels.jit import KernelCompileError, KernelSpec, Param, compile_spec, get_kernel
-from sycl_kernels.jit.sources import build_config, include_tree
-from sycl_kernels.ops.norm import rmsnorm_spec
+from sycl_kernels._dtypes import BY_NAME
+from sycl_kernels.jit import (
+    KernelCompileError,
+    KernelSpec,
+    Param,
+    compile_image,
+    compile_inputs,
+    get_kernel,
+)
+from sycl_kernels.jit.norm import rmsnorm_spec
+from sycl_kernels.jit.sources import include_tree, read_build_config
 
 from tests import references
 
 
 def test_translation_unit_exports_one_named_kernel() -> None:
-    spec = rmsnorm_spec(BY_TORCH[torch.bfloat16], 4096)
+    spec = rmsnorm_spec(BY_NAME["bf16"], 4096)
     assert spec.name == "rmsnorm_bf16_h4096"
     assert spec.signature == "plpplf"
     source = spec.translation_unit()
@@ -24,7 +31,7 @@ def test_translation_unit_exports_one_named_kernel() -> None:
 
 
 def test_include_tree_follows_relative_includes() -> None:
-    headers = include_tree(rmsnorm_spec(BY_TORCH[torch.float32], 64).translation_unit())
+    headers = include_tree(rmsnorm_spec(BY_NAME["fp32"], 64).translation_unit())
     assert set(headers) == {
         "norm/rmsnorm.hpp",
         "common/device.hpp",
@@ -37,16 +44,13 @@ def test_include_tree_follows_relative_includes() -> None:
 
 
 def test_build_config_comes_from_cmake() -> None:
-    config = build_config()
+    config = read_build_config()
     assert config["device_compiler"] == "sycl_ext_oneapi_kernel_compiler"
     assert "-fno-sycl-device-lib=all" in config["device_options"]
 
 
 def test_compiled_image_is_spirv() -> None:
-    image, image_format = compile_spec(
-        rmsnorm_spec(BY_TORCH[torch.float32], 96), _runtime.cpu_queue()
-    )
-    assert image_format == "spirv"
+    image = compile_image(compile_inputs(rmsnorm_spec(BY_NAME["fp32"], 96)), _runtime.cpu_queue())
     assert image[:4] == (0x07230203).to_bytes(4, "little")
 
 
@@ -79,7 +83,7 @@ def test_borrowed_queue_runs_a_kernel() -> None:
     assert borrowed.address == owned.address and not borrowed.blocking and owned.blocking
     x, weight = torch.randn(3, 256), torch.randn(256)
     out = torch.zeros_like(x)
-    kernel = get_kernel(rmsnorm_spec(BY_TORCH[torch.float32], 256), borrowed)
+    kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256), borrowed)
     kernel.launch(borrowed, 3 * 64, 64, x, 256, weight, out, 256, 1e-6)
     borrowed.wait()
     torch.testing.assert_close(out.double(), references.rmsnorm(x, weight, 1e-6))
@@ -98,7 +102,7 @@ def test_queue_for_xpu_uses_the_current_stream_queue(monkeypatch: pytest.MonkeyP
 
 def test_launch_checks_arguments() -> None:
     queue = _runtime.cpu_queue()
-    kernel = get_kernel(rmsnorm_spec(BY_TORCH[torch.float32], 256), queue)
+    kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256), queue)
     x = torch.randn(1, 256)
     with pytest.raises(TypeError, match="expected 6 arguments, got 5"):
         kernel.launch(queue, 64, 64, x, 256, x, x, 256)

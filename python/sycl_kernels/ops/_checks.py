@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dtypes import BY_TORCH, FLOAT_DTYPE_NAMES, DType
+from .._dtypes import FLOAT_DTYPE_NAMES, DType, by_torch
 
 
 def check_tensor(op: str, name: str, t: object) -> torch.Tensor:
@@ -16,7 +16,7 @@ def check_tensor(op: str, name: str, t: object) -> torch.Tensor:
 
 
 def check_float_dtype(op: str, name: str, t: torch.Tensor) -> DType:
-    dtype = BY_TORCH.get(t.dtype)
+    dtype = by_torch().get(t.dtype)
     if dtype is None:
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected one of {FLOAT_DTYPE_NAMES}")
     return dtype

@@ -1,0 +1,79 @@
+# cmake/AotVariants.cmake: compiles the variants of kernels/variants.toml into device images.
+#
+# At configure time sycl_kernels.jit.aot_build renders each variant's translation
+# unit and compile request (the inputs the JIT hashes); at build time one
+# sycl_kernels_aot process per variant compiles it, in parallel, each rebuilt only
+# when its request (source, flags, runtime version) or an included header changes.
+
+option(SYCL_KERNELS_AOT "Compile the variants of kernels/variants.toml into the package" ON)
+set(SYCL_KERNELS_AOT_VARIANTS "*" CACHE STRING
+  "Glob patterns (;-separated) selecting the manifest variants to build, e.g. rmsnorm_bf16_*")
+
+set(SYCL_KERNELS_AOT_DIR "${CMAKE_CURRENT_BINARY_DIR}/aot")
+
+# Runs `python -m sycl_kernels.jit.aot_build <args>` from the source tree, without torch.
+function(sycl_kernels_aot_build_command out_var)
+  set(${out_var}
+    "${CMAKE_COMMAND}" -E env "PYTHONPATH=${PROJECT_SOURCE_DIR}/python"
+    "${Python_EXECUTABLE}" -m sycl_kernels.jit.aot_build ${ARGN}
+    PARENT_SCOPE)
+endfunction()
+
+# Called from the generated variants.cmake: one image per variant.
+function(sycl_kernels_add_variant name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "HEADERS")
+  set(request "${SYCL_KERNELS_AOT_DIR}/src/${name}.request")
+  set(image "${SYCL_KERNELS_AOT_DIR}/images/${name}.spv")
+  add_custom_command(
+    OUTPUT "${image}"
+    COMMAND "${CMAKE_COMMAND}" -E env "OCL_ICD_FILENAMES=${SYCL_CPU_RUNTIME}"
+            $<TARGET_FILE:sycl_kernels_aot> "${request}" "${image}"
+    DEPENDS "${request}" ${arg_HEADERS} sycl_kernels_aot
+    COMMENT "AOT ${name}"
+    VERBATIM)
+  set_property(GLOBAL APPEND PROPERTY SYCL_KERNELS_AOT_IMAGES "${image}")
+endfunction()
+
+function(sycl_kernels_add_aot_variants)
+  if(NOT SYCL_CPU_RUNTIME)
+    message(FATAL_ERROR
+      "SYCL_KERNELS_AOT=ON needs the SYCL CPU device at build time: "
+      "pip install 'intel-opencl-rt==2025.3.*' into the build environment, "
+      "or configure with -DSYCL_KERNELS_AOT=OFF")
+  endif()
+  add_executable(sycl_kernels_aot
+    python/sycl_kernels/csrc/aot_compile.cpp
+    python/sycl_kernels/csrc/device_compiler.cpp)
+  target_link_libraries(sycl_kernels_aot PRIVATE SYCL::runtime)
+  get_filename_component(sycl_lib_dir "${SYCL_LIBRARY}" DIRECTORY)
+  set_target_properties(sycl_kernels_aot PROPERTIES BUILD_RPATH "${sycl_lib_dir}")
+
+  sycl_kernels_aot_build_command(plan_command plan
+    --kernels-dir "${PROJECT_SOURCE_DIR}/kernels"
+    --build-config "${SYCL_KERNELS_BUILD_CONFIG}"
+    --out-dir "${SYCL_KERNELS_AOT_DIR}"
+    --select ${SYCL_KERNELS_AOT_VARIANTS})
+  execute_process(COMMAND ${plan_command} RESULT_VARIABLE plan_result)
+  if(NOT plan_result EQUAL 0)
+    message(FATAL_ERROR "sycl_kernels.jit.aot_build plan failed")
+  endif()
+  # What shapes the plan: re-plan when any of it changes.
+  file(GLOB_RECURSE plan_inputs CONFIGURE_DEPENDS
+    "${PROJECT_SOURCE_DIR}/kernels/*.hpp" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/jit/*.py")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+    "${PROJECT_SOURCE_DIR}/kernels/variants.toml" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/_dtypes.py"
+    ${plan_inputs})
+
+  include("${SYCL_KERNELS_AOT_DIR}/variants.cmake")
+  get_property(images GLOBAL PROPERTY SYCL_KERNELS_AOT_IMAGES)
+  set(manifest "${SYCL_KERNELS_AOT_DIR}/images/manifest.json")
+  sycl_kernels_aot_build_command(manifest_command manifest --out-dir "${SYCL_KERNELS_AOT_DIR}")
+  add_custom_command(
+    OUTPUT "${manifest}"
+    COMMAND ${manifest_command}
+    DEPENDS ${images} "${SYCL_KERNELS_AOT_DIR}/plan.json"
+    COMMENT "AOT manifest"
+    VERBATIM)
+  add_custom_target(aot_images ALL DEPENDS "${manifest}")
+  install(FILES ${images} "${manifest}" DESTINATION sycl_kernels/aot)
+endfunction()

@@ -1,0 +1,73 @@
+"""sycl_kernels.jit.aot: looks up the device images the wheel was built with (sycl_kernels/aot/)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import warnings
+from pathlib import Path
+
+from .sources import IMAGE_FORMAT, PACKAGE_DIR, CompileInputs
+
+AOT_DIR = PACKAGE_DIR / "aot"
+MANIFEST_NAME = "manifest.json"
+
+# SPIR-V is consumed by every SYCL device (OpenCL CPU, Level Zero GPU), so this
+# target is not tied to the device that built it.
+SPIRV_TARGET = "spir64"
+
+log = logging.getLogger("sycl_kernels")
+
+
+@functools.cache
+def manifest(aot_dir: Path = AOT_DIR) -> dict[str, dict]:
+    """{variant name: entry} of the bundled images; empty for a build without AOT."""
+    path = aot_dir / MANIFEST_NAME
+    try:
+        return {entry["name"]: entry for entry in json.loads(path.read_text())["variants"]}
+    except FileNotFoundError:
+        return {}
+    except (ValueError, KeyError, TypeError) as e:
+        warnings.warn(
+            f"sycl_kernels: ignoring unreadable {path} ({e})", RuntimeWarning, stacklevel=2
+        )
+        return {}
+
+
+def find_image(inputs: CompileInputs, aot_dir: Path = AOT_DIR) -> bytes | None:
+    """The bundled image compiled from exactly `inputs`, or None (the JIT then compiles)."""
+    entry = manifest(aot_dir).get(inputs.name)
+    if entry is None:
+        return None
+    if entry["format"] != IMAGE_FORMAT or entry["target"] != SPIRV_TARGET:
+        log.debug(
+            "%s: AOT image is %s/%s, not loadable here",
+            inputs.name,
+            entry["format"],
+            entry["target"],
+        )
+        return None
+    if entry["input_hash"] != inputs.digest():
+        log.debug("%s: AOT image was built from other inputs; compiling instead", inputs.name)
+        return None
+    path = aot_dir / entry["image"]
+    try:
+        image = path.read_bytes()
+    except OSError as e:
+        warnings.warn(
+            f"sycl_kernels: AOT image {path} unreadable ({e}); compiling {inputs.name}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    if hashlib.sha256(image).hexdigest() != entry["sha256"]:
+        warnings.warn(
+            f"sycl_kernels: AOT image {path} is corrupt (checksum mismatch); "
+            f"compiling {inputs.name}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return image
