@@ -22,9 +22,9 @@ log = logging.getLogger("sycl_kernels")
 
 
 @functools.cache
-def manifest(aot_dir: Path = AOT_DIR) -> dict[str, dict]:
+def manifest(aot_dir: Path | None = None) -> dict[str, dict]:
     """{variant name: entry} of the bundled images; empty for a build without AOT."""
-    path = aot_dir / MANIFEST_NAME
+    path = (aot_dir or AOT_DIR) / MANIFEST_NAME
     try:
         return {entry["name"]: entry for entry in json.loads(path.read_text())["variants"]}
     except FileNotFoundError:
@@ -36,8 +36,9 @@ def manifest(aot_dir: Path = AOT_DIR) -> dict[str, dict]:
         return {}
 
 
-def find_image(inputs: CompileInputs, aot_dir: Path = AOT_DIR) -> bytes | None:
+def find_image(inputs: CompileInputs, aot_dir: Path | None = None) -> bytes | None:
     """The bundled image compiled from exactly `inputs`, or None (the JIT then compiles)."""
+    aot_dir = aot_dir or AOT_DIR
     entry = manifest(aot_dir).get(inputs.name)
     if entry is None:
         return None

@@ -41,12 +41,21 @@ def installed_runtime_version() -> str:
     return metadata.version("intel-sycl-rt")
 
 
-@functools.cache
+_header_cache: dict[tuple[Path, int, int], str] = {}
+
+
 def _header_text(kernels_dir: Path, name: str) -> str:
+    """The header's text, re-read when its size or modification time changes."""
+    path = kernels_dir / name
     try:
-        return (kernels_dir / name).read_text()
+        stat = path.stat()
     except FileNotFoundError:
         raise FileNotFoundError(f"kernel header {name!r} not found under {kernels_dir}") from None
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    text = _header_cache.get(key)
+    if text is None:
+        text = _header_cache[key] = path.read_text()
+    return text
 
 
 def include_tree(source: str, kernels_dir: Path = KERNELS_DIR) -> dict[str, str]:

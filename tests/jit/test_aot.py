@@ -1,0 +1,167 @@
+"""AOT images: hash parity with the JIT, served without compiling, and a safe fallback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from sycl_kernels import _runtime
+from sycl_kernels._dtypes import BY_NAME
+from sycl_kernels.jit import aot, build, compile_inputs
+from sycl_kernels.jit.norm import rmsnorm_spec
+from sycl_kernels.jit.sources import KERNELS_DIR, read_build_config
+from sycl_kernels.jit.variants import read_manifest, spec_for
+
+from tests import references
+
+REPO_KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+
+
+@pytest.mark.wheel
+def test_every_manifest_variant_is_bundled() -> None:
+    listed = {v.spec.name for v in read_manifest(REPO_KERNELS / "variants.toml")}
+    assert len(listed) == 42
+    assert set(aot.manifest()) == listed
+    for entry in aot.manifest().values():
+        assert (aot.AOT_DIR / entry["image"]).stat().st_size == entry["bytes"] > 0
+
+
+@pytest.mark.wheel
+def test_build_hash_equals_the_jit_hash_for_every_variant() -> None:
+    for name, entry in aot.manifest().items():
+        spec = spec_for(entry["op"], entry["params"])
+        assert spec.name == name
+        assert compile_inputs(spec).digest() == entry["input_hash"], name
+
+
+def test_hash_changes_with_one_flag() -> None:
+    spec = rmsnorm_spec(BY_NAME["bf16"], 4096)
+    config = read_build_config()
+    flagged = {**config, "device_options": [*config["device_options"], "-DSOMETHING=1"]}
+    assert compile_inputs(spec).digest() != compile_inputs(spec, build_config=flagged).digest()
+    assert compile_inputs(spec).digest() != compile_inputs(spec, runtime_version="0.0").digest()
+
+
+def test_hash_follows_included_headers_only(tmp_path: Path) -> None:
+    spec = rmsnorm_spec(BY_NAME["bf16"], 4096)
+    kernels = tmp_path / "kernels"
+    shutil.copytree(KERNELS_DIR, kernels)
+    original = compile_inputs(spec, kernels_dir=kernels).digest()
+    assert original == compile_inputs(spec).digest(), "install paths must not enter the hash"
+
+    (kernels / "common" / "unrelated.hpp").write_text("#pragma once\n")
+    assert compile_inputs(spec, kernels_dir=kernels).digest() == original
+
+    # reduce.hpp is reached only through rmsnorm.hpp's include tree.
+    with (kernels / "common" / "reduce.hpp").open("a") as f:
+        f.write("// edited\n")
+    assert compile_inputs(spec, kernels_dir=kernels).digest() != original
+
+
+@pytest.mark.wheel
+def test_installed_wheel_serves_aot_without_compiling_and_jit_otherwise() -> None:
+    script = (
+        "import json, torch, sycl_kernels\n"
+        "from sycl_kernels.jit import stats\n"
+        "sycl_kernels.rmsnorm(torch.randn(4, 4096), torch.randn(4096))\n"
+        "aot = stats()\n"
+        "sycl_kernels.rmsnorm(torch.randn(4, 4000), torch.randn(4000))\n"
+        "jit = stats()\n"
+        "print(json.dumps([sycl_kernels.__file__, vars(aot), vars(jit)]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd="/"
+    )
+    assert result.returncode == 0, result.stderr
+    location, after_aot, after_jit = json.loads(result.stdout)
+    assert "site-packages" in location, "the test must run against an installed wheel"
+    assert (after_aot["compiles"], after_aot["aot_loads"]) == (0, 1)
+    assert (after_jit["compiles"], after_jit["aot_loads"]) == (1, 1)
+
+
+@pytest.fixture
+def aot_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the bundled images that the lookup reads instead."""
+    copy = tmp_path / "aot"
+    shutil.copytree(aot.AOT_DIR, copy)
+    monkeypatch.setattr(aot, "AOT_DIR", copy)
+    return copy
+
+
+def _entry(copy: Path, name: str) -> dict:
+    return aot.manifest(copy)[name]
+
+
+def _load_and_check(name_hidden: int) -> None:
+    """Loads rmsnorm_fp32_h<hidden> through the lookup and checks it computes rmsnorm."""
+    spec = rmsnorm_spec(BY_NAME["fp32"], name_hidden)
+    queue = _runtime.cpu_queue()
+    before = build.stats().compiles
+    kernel = build._load(spec, compile_inputs(spec), queue)
+    assert build.stats().compiles == before + 1, "the JIT should have compiled instead"
+    x, weight = torch.randn(2, name_hidden), torch.randn(name_hidden)
+    out = torch.empty_like(x)
+    kernel.launch(
+        queue, 2 * spec.group_size, spec.group_size, x, name_hidden, weight, out, name_hidden, 1e-6
+    )
+    torch.testing.assert_close(
+        out.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(torch.float32)
+    )
+
+
+@pytest.mark.wheel
+def test_corrupt_image_falls_back_to_the_jit(aot_copy: Path) -> None:
+    image = aot_copy / _entry(aot_copy, "rmsnorm_fp32_h512")["image"]
+    image.write_bytes(image.read_bytes()[:100])
+    with pytest.warns(RuntimeWarning, match="corrupt"):
+        _load_and_check(512)
+
+
+@pytest.mark.wheel
+def test_missing_image_falls_back_to_the_jit(aot_copy: Path) -> None:
+    (aot_copy / _entry(aot_copy, "rmsnorm_fp32_h1024")["image"]).unlink()
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        _load_and_check(1024)
+
+
+@pytest.mark.wheel
+def test_image_that_fails_to_load_falls_back_to_the_jit(aot_copy: Path) -> None:
+    # Right checksum, wrong content: valid SPIR-V magic, then garbage.
+    garbage = (0x07230203).to_bytes(4, "little") + b"\xff" * 60
+    manifest_file = aot_copy / aot.MANIFEST_NAME
+    document = json.loads(manifest_file.read_text())
+    for entry in document["variants"]:
+        if entry["name"] == "rmsnorm_fp32_h1536":
+            (aot_copy / entry["image"]).write_bytes(garbage)
+            entry["sha256"] = hashlib.sha256(garbage).hexdigest()
+    manifest_file.write_text(json.dumps(document))
+    with pytest.warns(RuntimeWarning, match="did not load"):
+        _load_and_check(1536)
+
+
+@pytest.mark.wheel
+def test_unreadable_manifest_is_ignored_with_a_warning(aot_copy: Path) -> None:
+    (aot_copy / aot.MANIFEST_NAME).write_text("{not json")
+    with pytest.warns(RuntimeWarning, match="ignoring unreadable"):
+        assert aot.manifest(aot_copy) == {}
+
+
+@pytest.mark.wheel
+def test_mismatched_hash_is_skipped_quietly(aot_copy: Path) -> None:
+    spec = rmsnorm_spec(BY_NAME["fp32"], 2048)
+    assert aot.find_image(compile_inputs(spec)) is not None
+    assert aot.find_image(compile_inputs(spec, runtime_version="0.0")) is None
+
+
+@pytest.mark.wheel
+def test_info_reports_bundled_variants() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sycl_kernels", "info"], capture_output=True, text=True, timeout=120
+    )
+    assert "AOT variants:     42 (" in result.stdout, result.stdout
