@@ -2,8 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 import torch
+
+from sycl_kernels._config import config
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keeps the suite's compiled kernels out of the user's cache (subprocesses inherit it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SYCL_KERNELS_CACHE_DIR", str(tmp_path_factory.mktemp("kernel-cache")))
+        config.cache_clear()
+        yield
+    config.cache_clear()
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty disk cache for this test only."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("SYCL_KERNELS_CACHE_DIR", str(root))
+    config.cache_clear()
+    yield root
+    config.cache_clear()
 
 
 @pytest.fixture(autouse=True)

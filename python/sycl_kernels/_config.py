@@ -5,14 +5,34 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
 
 DEVICE_CHOICES = ("auto", "cpu", "gpu")
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={value!r} is not a boolean (use 1 or 0)")
 
 
 @dataclass(frozen=True)
 class Config:
     device: str
     """SYCL_KERNELS_DEVICE: the device the CLI runs on (ops follow their tensors)."""
+    jit: bool
+    """SYCL_KERNELS_JIT: whether kernels without a cached or bundled image may be compiled."""
+    verbose: bool
+    """SYCL_KERNELS_VERBOSE: log each compile and its time."""
+    cache_dir: Path
+    """SYCL_KERNELS_CACHE_DIR: the disk cache of compiled images."""
 
     @classmethod
     def from_env(cls) -> Config:
@@ -21,7 +41,15 @@ class Config:
             raise ValueError(
                 f"SYCL_KERNELS_DEVICE={device!r} is not one of {', '.join(DEVICE_CHOICES)}"
             )
-        return cls(device=device)
+        cache_dir = os.environ.get("SYCL_KERNELS_CACHE_DIR") or platformdirs.user_cache_dir(
+            "sycl-kernels"
+        )
+        return cls(
+            device=device,
+            jit=_flag("SYCL_KERNELS_JIT", True),
+            verbose=_flag("SYCL_KERNELS_VERBOSE", False),
+            cache_dir=Path(cache_dir),
+        )
 
 
 @functools.cache

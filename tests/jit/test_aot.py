@@ -86,7 +86,7 @@ def test_installed_wheel_serves_aot_without_compiling_and_jit_otherwise() -> Non
 
 
 @pytest.fixture
-def aot_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def aot_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: Path) -> Path:
     """A private copy of the bundled images that the lookup reads instead."""
     copy = tmp_path / "aot"
     shutil.copytree(aot.AOT_DIR, copy)
@@ -103,7 +103,9 @@ def _load_and_check(name_hidden: int) -> None:
     spec = rmsnorm_spec(BY_NAME["fp32"], name_hidden)
     queue = _runtime.cpu_queue()
     before = build.stats().compiles
-    kernel = build._load(spec, compile_inputs(spec), queue)
+    (kernel,) = build.load_kernels(
+        compile_inputs(spec), queue, [(spec.name, spec.signature, spec.group_size)]
+    )
     assert build.stats().compiles == before + 1, "the JIT should have compiled instead"
     x, weight = torch.randn(2, name_hidden), torch.randn(name_hidden)
     out = torch.empty_like(x)

@@ -1,4 +1,4 @@
-// csrc/kernel.hpp: a kernel loaded from a device image, launched with typed arguments.
+// csrc/kernel.hpp: device images loaded on a queue's device, and their kernels launched with typed arguments.
 #pragma once
 
 #include <cstdint>
@@ -23,17 +23,28 @@ struct KernelArg {
   };
 };
 
+// A device image built for one queue's device; kernels are looked up in it by name.
+class Bundle {
+ public:
+  Bundle(const Queue& queue, const std::string& image, const std::string& format)
+      : bundle_(load_image(queue.get().get_context(), {queue.get().get_device()}, image,
+                           format)) {}
+
+  sycl::kernel get(const std::string& name) const { return get_kernel(bundle_, name); }
+
+ private:
+  sycl::kernel_bundle<sycl::bundle_state::executable> bundle_;
+};
+
 class Kernel {
  public:
   // `group_size` is the work-group size the kernel was compiled for, 0 if any.
-  Kernel(const Queue& queue, const std::string& image, const std::string& format,
-         const std::string& name, std::string signature, size_t group_size)
+  Kernel(const Bundle& bundle, const std::string& name, std::string signature,
+         size_t group_size)
       : name_(name),
         signature_(std::move(signature)),
         group_size_(group_size),
-        kernel_(get_kernel(load_image(queue.get().get_context(), {queue.get().get_device()},
-                                      image, format),
-                           name)) {
+        kernel_(bundle.get(name)) {
     for (char kind : signature_) {
       if (std::string("pilfd").find(kind) == std::string::npos) {
         throw std::invalid_argument("Kernel(): signature '" + signature_ +

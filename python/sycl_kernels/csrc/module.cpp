@@ -151,18 +151,23 @@ NB_MODULE(_C, m) {
       "Compiles SYCL source for the queue's device: (image bytes, format, build log).\n"
       "Raises CompileError carrying the compiler's log.");
 
-  nb::class_<Kernel>(m, "Kernel")
+  nb::class_<Bundle>(m, "Bundle")
       .def(
           "__init__",
-          [](Kernel* self, const Queue& queue, nb::bytes image, const std::string& format,
-             const std::string& name, const std::string& signature, size_t group_size) {
+          [](Bundle* self, const Queue& queue, nb::bytes image, const std::string& format) {
             std::string bytes(image.c_str(), image.size());
             nb::gil_scoped_release release;
-            new (self) Kernel(queue, bytes, format, name, signature, group_size);
+            new (self) Bundle(queue, bytes, format);
           },
-          "queue"_a, "image"_a, "format"_a, "name"_a, "signature"_a, "group_size"_a = 0,
-          "Loads kernel `name` from a device image for the queue's device; `group_size`\n"
-          "is the work-group size it was compiled for (0: any).")
+          "queue"_a, "image"_a, "format"_a,
+          "Loads a device image (bytes of `format`) for the queue's device.");
+
+  nb::class_<Kernel>(m, "Kernel")
+      .def(nb::init<const Bundle&, const std::string&, std::string, size_t>(), "bundle"_a,
+           "name"_a, "signature"_a, "group_size"_a = 0,
+           "Kernel `name` of a loaded image. `signature` has one letter per parameter:\n"
+           "p pointer (a tensor), i int32, l int64, f float, d double. `group_size` is the\n"
+           "work-group size it was compiled for (0: any).")
       .def_prop_ro("name", &Kernel::name)
       .def_prop_ro("signature", &Kernel::signature)
       .def_prop_ro("group_size", &Kernel::group_size)

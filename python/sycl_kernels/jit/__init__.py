@@ -1,17 +1,49 @@
-"""sycl_kernels.jit: kernels from the wheel's AOT images or compiled on first use."""
+"""sycl_kernels.jit: kernels from the wheel's AOT images, the disk cache, or compiled on first use.
 
-from .build import KernelCompileError, Stats, compile_image, get_kernel, stats
-from .sources import CompileInputs, compile_inputs
-from .spec import KernelSpec, Param
+`load()` builds a module of one's own SYCL kernels; the package's ops go through
+the same compile inputs, caches and loader. Names are imported on first access,
+so the wheel build can use the spec and variant modules without the runtime.
+"""
 
-__all__ = [
-    "CompileInputs",
-    "KernelCompileError",
-    "KernelSpec",
-    "Param",
-    "Stats",
-    "compile_image",
-    "compile_inputs",
-    "get_kernel",
-    "stats",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_LAZY = {
+    "CompileInputs": "sources",
+    "compile_inputs": "sources",
+    "KernelSpec": "spec",
+    "Param": "spec",
+    "KernelCompileError": "build",
+    "JitDisabledError": "build",
+    "Stats": "build",
+    "compile_image": "build",
+    "get_kernel": "build",
+    "stats": "build",
+    "Module": "module",
+    "load": "module",
+}
+
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from .build import JitDisabledError as JitDisabledError
+    from .build import KernelCompileError as KernelCompileError
+    from .build import Stats as Stats
+    from .build import compile_image as compile_image
+    from .build import get_kernel as get_kernel
+    from .build import stats as stats
+    from .module import Module as Module
+    from .module import load as load
+    from .sources import CompileInputs as CompileInputs
+    from .sources import compile_inputs as compile_inputs
+    from .spec import KernelSpec as KernelSpec
+    from .spec import Param as Param
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sycl_kernels.jit' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -1,33 +1,53 @@
-"""sycl_kernels.jit.build: turns a KernelSpec into a loaded kernel: AOT image, else compile."""
+"""sycl_kernels.jit.build: compile inputs -> device image -> loaded kernel, through every cache.
+
+Lookup order: this process's loaded kernels, the wheel's AOT images, the disk
+cache, and last the device compiler (under the entry's cross-process lock, after
+checking the disk cache again).
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 import time
 import warnings
 from dataclasses import dataclass
 
 from .. import _runtime
+from .._config import config
 from . import aot
+from .cache import disk_cache
 from .sources import CompileInputs, compile_inputs
 from .spec import KernelSpec
+
+log = logging.getLogger("sycl_kernels")
 
 
 class KernelCompileError(RuntimeError):
     """The device compiler rejected a kernel; the message carries the compiler's log."""
 
 
+class JitDisabledError(RuntimeError):
+    """SYCL_KERNELS_JIT=0 and a kernel has neither a bundled nor a cached image."""
+
+
 @dataclass
 class Stats:
     hits: int = 0
+    """Kernels found loaded in this process."""
+    misses: int = 0
+    """Kernels this process had to load."""
     aot_loads: int = 0
+    disk_hits: int = 0
     compiles: int = 0
     compile_seconds: float = 0.0
 
 
 _stats = Stats()
 _loaded: dict[tuple[str, int], object] = {}
-_lock = threading.Lock()
+_key_locks: dict[str, threading.Lock] = {}
+_key_locks_guard = threading.Lock()
 
 
 def stats() -> Stats:
@@ -35,8 +55,27 @@ def stats() -> Stats:
     return Stats(**vars(_stats))
 
 
+def _key_lock(key: str) -> threading.Lock:
+    with _key_locks_guard:
+        return _key_locks.setdefault(key, threading.Lock())
+
+
+def _verbose(message: str, *args: object) -> None:
+    if config().verbose:
+        if not log.handlers:
+            log.addHandler(logging.StreamHandler(sys.stderr))
+            log.setLevel(logging.INFO)
+        log.info(message, *args)
+
+
 def compile_image(inputs: CompileInputs, queue) -> bytes:
     """Compiles `inputs` for the queue's device into a device image."""
+    if not config().jit:
+        raise JitDisabledError(
+            f"SYCL_KERNELS_JIT=0 but {inputs.name} has no prebuilt variant or cached image; "
+            "add it to kernels/variants.toml, run python -m sycl_kernels precompile, "
+            "or enable the JIT"
+        )
     host = _runtime.host_module()
     start = time.perf_counter()
     try:
@@ -50,33 +89,77 @@ def compile_image(inputs: CompileInputs, queue) -> bytes:
             f"{inputs.name}: the device compiler produced a {image_format} image, "
             f"expected {inputs.image_format}"
         )
+    seconds = time.perf_counter() - start
     _stats.compiles += 1
-    _stats.compile_seconds += time.perf_counter() - start
+    _stats.compile_seconds += seconds
+    _verbose("sycl_kernels: compiled %s in %.2f s", inputs.name, seconds)
     return image
 
 
-def _load(spec: KernelSpec, inputs: CompileInputs, queue):
+def _cached_or_compiled(inputs: CompileInputs, queue) -> bytes:
+    cache = disk_cache()
+    if not cache.usable():
+        return compile_image(inputs, queue)
+    digest = inputs.digest()
+    image = cache.load(inputs.name, digest)
+    if image is None:
+        with cache.lock(inputs.name, digest):
+            image = cache.load(inputs.name, digest)
+            if image is None:
+                image = compile_image(inputs, queue)
+                try:
+                    cache.store(inputs.name, digest, image)
+                except OSError as e:
+                    warnings.warn(
+                        f"sycl_kernels: could not cache {inputs.name} ({e})",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                return image
+    _stats.disk_hits += 1
+    return image
+
+
+def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int]]) -> list[object]:
+    """Loads `kernels` [(name, signature letters, work-group size or 0)] of one image.
+
+    An image that does not load is dropped (with a warning) and compiled afresh.
+    """
     host = _runtime.host_module()
 
-    def kernel_from(image: bytes):
-        return host.Kernel(
-            queue, image, inputs.image_format, spec.name, spec.signature, spec.group_size or 0
-        )
+    def from_image(image: bytes) -> list[object]:
+        bundle = host.Bundle(queue, image, inputs.image_format)
+        return [
+            host.Kernel(bundle, name, signature, group_size)
+            for name, signature, group_size in kernels
+        ]
 
     image = aot.find_image(inputs)
     if image is not None:
         try:
-            kernel = kernel_from(image)
+            loaded = from_image(image)
         except (RuntimeError, ValueError) as e:
             warnings.warn(
-                f"sycl_kernels: AOT image of {spec.name} did not load ({e}); compiling it",
+                f"sycl_kernels: AOT image of {inputs.name} did not load ({e}); compiling it",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=2,
             )
         else:
             _stats.aot_loads += 1
-            return kernel
-    return kernel_from(compile_image(inputs, queue))
+            return loaded
+    image = _cached_or_compiled(inputs, queue)
+    try:
+        return from_image(image)
+    except (RuntimeError, ValueError) as e:
+        if not disk_cache().usable():
+            raise
+        warnings.warn(
+            f"sycl_kernels: cached image of {inputs.name} did not load ({e}); recompiling",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        disk_cache().entry_path(inputs.name, inputs.digest()).unlink(missing_ok=True)
+        return from_image(_cached_or_compiled(inputs, queue))
 
 
 def get_kernel(spec: KernelSpec, queue):
@@ -86,9 +169,13 @@ def get_kernel(spec: KernelSpec, queue):
     if kernel is not None:
         _stats.hits += 1
         return kernel
-    with _lock:
+    with _key_lock(spec.name):
         kernel = _loaded.get(key)
         if kernel is None:
-            kernel = _load(spec, compile_inputs(spec), queue)
+            _stats.misses += 1
+            inputs = compile_inputs(spec)
+            (kernel,) = load_kernels(
+                inputs, queue, [(spec.name, spec.signature, spec.group_size or 0)]
+            )
             _loaded[key] = kernel
     return kernel

@@ -8,6 +8,7 @@ import importlib.metadata as metadata
 import json
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,13 +45,9 @@ def installed_runtime_version() -> str:
 _header_cache: dict[tuple[Path, int, int], str] = {}
 
 
-def _header_text(kernels_dir: Path, name: str) -> str:
+def _read_header(path: Path) -> str:
     """The header's text, re-read when its size or modification time changes."""
-    path = kernels_dir / name
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"kernel header {name!r} not found under {kernels_dir}") from None
+    stat = path.stat()
     key = (path, stat.st_mtime_ns, stat.st_size)
     text = _header_cache.get(key)
     if text is None:
@@ -58,23 +55,44 @@ def _header_text(kernels_dir: Path, name: str) -> str:
     return text
 
 
-def include_tree(source: str, kernels_dir: Path = KERNELS_DIR) -> dict[str, str]:
-    """Every header under `kernels_dir` that `source` includes, directly or not: {name: text}.
+def include_tree(source: str, roots: Sequence[Path] = (KERNELS_DIR,)) -> dict[str, str]:
+    """Every header `source` includes, directly or not: {include name: text}.
 
-    Quoted includes resolve against the including file's folder, as the compiler does;
-    angle-bracket includes (the SYCL runtime's own) are left to the compiler.
+    A quoted include resolves against the including header's folder, then against
+    each of `roots` in order, as the compiler does with -I. Names are relative to
+    the root a header was found under, so no install path enters the hash, and the
+    runtime compiler sees them as virtual files at those names. Angle-bracket
+    includes (the SYCL runtime's own) are left to the compiler.
     """
     headers: dict[str, str] = {}
-    pending = [("", source)]
+    where: dict[str, Path] = {}
+    pending: list[tuple[str, Path | None, str]] = [("", None, source)]
     while pending:
-        folder, text = pending.pop()
+        folder, real_folder, text = pending.pop()
         for include in _QUOTED_INCLUDE.findall(text):
-            name = posixpath.normpath(posixpath.join(folder, include))
+            candidates = [
+                (posixpath.normpath(posixpath.join(folder, include)), real_folder / include)
+                for real_folder in ([real_folder] if real_folder else [])
+            ] + [(posixpath.normpath(include), root / include) for root in roots]
+            found = next(((n, p) for n, p in candidates if p.is_file()), None)
+            if found is None:
+                raise FileNotFoundError(
+                    f"included header {include!r} not found next to its includer or under "
+                    f"{', '.join(map(str, roots))}"
+                )
+            name, path = found
             if name.startswith("../"):
-                raise ValueError(f"include {include!r} leaves the kernels folder")
-            if name not in headers:
-                headers[name] = _header_text(kernels_dir, name)
-                pending.append((posixpath.dirname(name), headers[name]))
+                raise ValueError(f"include {include!r} reaches outside its include folder")
+            path = path.resolve()
+            if name in where:
+                if where[name] != path:
+                    raise ValueError(
+                        f"two headers are both included as {name!r}: {where[name]} and {path}"
+                    )
+                continue
+            where[name] = path
+            headers[name] = _read_header(path)
+            pending.append((posixpath.dirname(name), path.parent, headers[name]))
     return headers
 
 
@@ -110,13 +128,32 @@ def compile_inputs(
     runtime_version: str | None = None,
 ) -> CompileInputs:
     """The inputs of `spec`; the JIT uses the defaults, the AOT build its source tree's."""
+    return source_inputs(
+        spec.name,
+        spec.translation_unit(),
+        roots=(kernels_dir,),
+        build_config=build_config,
+        runtime_version=runtime_version,
+    )
+
+
+def source_inputs(
+    name: str,
+    source: str,
+    *,
+    roots: Sequence[Path] = (KERNELS_DIR,),
+    extra_options: Sequence[str] = (),
+    build_config: dict | None = None,
+    runtime_version: str | None = None,
+) -> CompileInputs:
+    """The inputs of a translation unit: its include tree under `roots`, the exported
+    flag set plus `extra_options`, the runtime version (the installed one by default)."""
     config = build_config if build_config is not None else read_build_config()
-    source = spec.translation_unit()
     return CompileInputs(
-        name=spec.name,
+        name=name,
         source=source,
-        headers=tuple(sorted(include_tree(source, kernels_dir).items())),
-        options=tuple(config["device_options"]),
+        headers=tuple(sorted(include_tree(source, roots).items())),
+        options=(*config["device_options"], *extra_options),
         device_compiler=config["device_compiler"],
         runtime_version=runtime_version or installed_runtime_version(),
     )
