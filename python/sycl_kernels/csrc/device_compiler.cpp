@@ -46,14 +46,15 @@ DeviceImage compile_to_image(const sycl::context& context,
   };
   const auto built = build();
 
+  const auto images = std::distance(built.begin(), built.end());
+  if (images != 1) {
+    throw CompileError("the runtime compiler produced " + std::to_string(images) +
+                           " device images, expected 1 (is -fsycl-device-code-split=off set?)",
+                       log);
+  }
+  const std::vector<std::byte> content = built.begin()->ext_oneapi_get_backend_content();
   DeviceImage image;
-  if (built.begin() != built.end()) {
-    const std::vector<std::byte> content = built.begin()->ext_oneapi_get_backend_content();
-    image.bytes.assign(reinterpret_cast<const char*>(content.data()), content.size());
-  }
-  if (image.bytes.empty()) {
-    throw CompileError("the runtime compiler produced no device image", log);
-  }
+  image.bytes.assign(reinterpret_cast<const char*>(content.data()), content.size());
   image.format = image_format(image.bytes);
   image.log = std::move(log);
   return image;

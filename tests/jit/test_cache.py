@@ -1,0 +1,202 @@
+"""The disk cache: atomic, checksummed, per-entry locked, self-healing; and the JIT switches."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from sycl_kernels import _runtime, jit
+from sycl_kernels._config import config
+from sycl_kernels._dtypes import BY_NAME
+from sycl_kernels.jit import cache as cache_module
+from sycl_kernels.jit.cache import ENTRY_SUFFIX, disk_cache
+from sycl_kernels.jit.norm import rmsnorm_spec
+
+from tests import references
+
+# Hidden sizes outside kernels/variants.toml, so the JIT (not an AOT image) serves them.
+UNCACHED_HIDDEN = 4004
+
+
+def _rmsnorm_checked(hidden: int) -> None:
+    x, weight = torch.randn(3, hidden), torch.randn(hidden)
+    out = jit.get_kernel(rmsnorm_spec(BY_NAME["fp32"], hidden), _runtime.cpu_queue())
+    got = torch.empty_like(x)
+    threads = rmsnorm_spec(BY_NAME["fp32"], hidden).group_size
+    out.launch(_runtime.cpu_queue(), 3 * threads, threads, x, hidden, weight, got, hidden, 1e-6)
+    torch.testing.assert_close(
+        got.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(torch.float32)
+    )
+
+
+def _forget_loaded() -> None:
+    """Drops this process's loaded kernels, so the next lookup goes to the disk."""
+    jit.build._loaded.clear()
+
+
+def _run(script: str, env: dict[str, str] | None = None) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+STATS_AFTER_RMSNORM = """
+import json, sys, time, torch, sycl_kernels
+from pathlib import Path
+go = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+while go is not None and not go.exists():
+    time.sleep(0.01)
+h = {hidden}
+x, w = torch.randn(5, h), torch.randn(h)
+got = sycl_kernels.rmsnorm(x, w).double()
+x64 = x.double()
+ref = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+ok = bool(torch.allclose(got, ref, rtol=1e-5, atol=1e-5))
+print(json.dumps({{"ok": ok, **vars(sycl_kernels.jit.stats())}}))
+"""
+
+
+def test_second_process_loads_from_disk(fresh_cache: Path) -> None:
+    script = STATS_AFTER_RMSNORM.format(hidden=UNCACHED_HIDDEN)
+    first, second = _run(script), _run(script)
+    assert first["ok"] and second["ok"]
+    assert (first["compiles"], first["disk_hits"]) == (1, 0)
+    assert (second["compiles"], second["disk_hits"]) == (0, 1)
+    entries = disk_cache().entries()
+    assert [e.name for e in entries] == [f"rmsnorm_fp32_h{UNCACHED_HIDDEN}"]
+
+
+def test_eight_processes_compile_once(fresh_cache: Path, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    script = STATS_AFTER_RMSNORM.format(hidden=UNCACHED_HIDDEN + 1)
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script, str(go)], stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    time.sleep(3)  # let every process import and wait at the start line
+    go.touch()
+    results = [
+        json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in processes
+    ]
+    assert all(r["ok"] for r in results)
+    assert sum(r["compiles"] for r in results) == 1
+    assert sum(r["disk_hits"] for r in results) == 7
+    leftovers = [
+        p.name for p in fresh_cache.iterdir() if not p.name.endswith((ENTRY_SUFFIX, ".lock"))
+    ]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data[: len(data) // 2], id="truncated"),
+        pytest.param(lambda data: os.urandom(len(data)), id="garbage"),
+        pytest.param(lambda data: data[:-1] + bytes([data[-1] ^ 0xFF]), id="wrong-checksum"),
+        pytest.param(lambda data: b"", id="empty"),
+    ],
+)
+def test_damaged_entry_is_rebuilt(fresh_cache: Path, damage) -> None:
+    hidden = UNCACHED_HIDDEN + 2
+    _forget_loaded()
+    _rmsnorm_checked(hidden)
+    (entry,) = disk_cache().entries()
+    entry.path.write_bytes(damage(entry.path.read_bytes()))
+    _forget_loaded()
+    before = jit.stats().compiles
+    with pytest.warns(RuntimeWarning, match="deleting corrupt cache entry"):
+        _rmsnorm_checked(hidden)
+    assert jit.stats().compiles == before + 1
+    (rebuilt,) = disk_cache().entries()
+    assert cache_module.decode(rebuilt.path.read_bytes())
+
+
+def test_unwritable_cache_dir_degrades_to_memory(tmp_path: Path, monkeypatch) -> None:
+    # A path below a regular file cannot be created, even by root.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SYCL_KERNELS_CACHE_DIR", str(blocker / "cache"))
+    config.cache_clear()
+    _forget_loaded()
+    with pytest.warns(RuntimeWarning, match="is not writable") as warned:
+        _rmsnorm_checked(UNCACHED_HIDDEN + 3)
+        _forget_loaded()
+        _rmsnorm_checked(UNCACHED_HIDDEN + 3)
+    assert len([w for w in warned if "not writable" in str(w.message)]) == 1
+    config.cache_clear()
+
+
+def test_in_memory_hit_touches_no_disk(monkeypatch) -> None:
+    _rmsnorm_checked(UNCACHED_HIDDEN + 4)
+
+    def no_disk(*args: object) -> None:
+        raise AssertionError("a loaded kernel must not go to the disk")
+
+    monkeypatch.setattr(cache_module.DiskCache, "load", no_disk)
+    monkeypatch.setattr(jit.build, "compile_inputs", no_disk)
+    before = jit.stats().hits
+    _rmsnorm_checked(UNCACHED_HIDDEN + 4)
+    assert jit.stats().hits == before + 1
+
+
+def test_a_held_entry_lock_does_not_block_other_entries(fresh_cache: Path) -> None:
+    blocked = rmsnorm_spec(BY_NAME["fp32"], UNCACHED_HIDDEN + 5)
+    digest = jit.compile_inputs(blocked).digest()
+    done = threading.Event()
+    with disk_cache().lock(blocked.name, digest):
+        worker = threading.Thread(
+            target=lambda: (_rmsnorm_checked(UNCACHED_HIDDEN + 6), done.set())
+        )
+        worker.start()
+        assert done.wait(timeout=120), "another entry's compile waited for this lock"
+    worker.join()
+
+
+def test_jit_disabled_names_the_variant(fresh_cache: Path) -> None:
+    script = (
+        "import json, torch, sycl_kernels\n"
+        "sycl_kernels.rmsnorm(torch.randn(2, 4096), torch.randn(4096))\n"
+        "try:\n"
+        "    sycl_kernels.rmsnorm(torch.randn(2, 4010), torch.randn(4010))\n"
+        "except sycl_kernels.jit.JitDisabledError as e:\n"
+        "    print(json.dumps({'error': str(e)}))\n"
+    )
+    result = _run(script, {"SYCL_KERNELS_JIT": "0"})
+    assert result["error"].startswith("SYCL_KERNELS_JIT=0 but rmsnorm_fp32_h4010 has no prebuilt")
+
+
+def test_verbose_logs_compiles(fresh_cache: Path) -> None:
+    script = (
+        "import torch, sycl_kernels\n"
+        "sycl_kernels.rmsnorm(torch.randn(2, 4011), torch.randn(4011))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SYCL_KERNELS_VERBOSE": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "sycl_kernels: compiled rmsnorm_fp32_h4011 in" in result.stderr
+
+
+def test_bad_env_values_are_rejected(monkeypatch) -> None:
+    monkeypatch.setenv("SYCL_KERNELS_JIT", "maybe")
+    config.cache_clear()
+    with pytest.raises(ValueError, match="SYCL_KERNELS_JIT='maybe' is not a boolean"):
+        config()
+    config.cache_clear()
