@@ -1,17 +1,24 @@
-"""sycl_kernels.__main__: the command line, `python -m sycl_kernels info|demo`."""
+"""sycl_kernels.__main__: the command line, `python -m sycl_kernels info|demo|cache|precompile`."""
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
+import time
+from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from . import _runtime
 from ._compare import compare_rmsnorm
 from ._devices import default_device, devices
-from .jit import aot, stats
+from .jit import aot, compile_inputs, stats
+from .jit.build import cached_or_compiled
+from .jit.cache import disk_cache
 from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
+from .jit.variants import read_manifest
 
 DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
 DEMO_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -77,6 +84,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    cache = disk_cache()
+    if args.action == "path":
+        print(cache.root)
+    elif args.action == "clear":
+        print(f"removed {cache.clear()} entries from {cache.root}")
+    else:
+        entries = cache.entries()
+        for e in entries:
+            print(f"{e.name:<40} {e.digest[:16]}  {e.size / 1e3:>8.1f} kB")
+        total = sum(e.size for e in entries)
+        print(f"{len(entries)} entries, {total / 1e6:.2f} MB in {cache.root}")
+    return 0
+
+
+def cmd_precompile(args: argparse.Namespace) -> int:
+    manifests = args.manifest or [KERNELS_DIR / "variants.toml"]
+    variants = [
+        v
+        for path in manifests
+        for v in read_manifest(Path(path))
+        if any(fnmatch.fnmatchcase(v.spec.name, pattern) for pattern in args.select)
+    ]
+    queue = _runtime.cpu_queue()
+    summary = []
+    for variant in tqdm(variants, desc="precompile", unit="variant", file=sys.stderr):
+        inputs = compile_inputs(variant.spec)
+        start = time.perf_counter()
+        origin = (
+            "aot" if aot.find_image(inputs) is not None else cached_or_compiled(inputs, queue)[1]
+        )
+        summary.append((variant.spec.name, origin, time.perf_counter() - start))
+    for name, origin, seconds in summary:
+        print(f"{name:<40} {origin:<9} {seconds:>7.2f} s")
+    counts = {
+        o: sum(1 for _, origin, _ in summary if origin == o) for o in ("aot", "disk", "compiled")
+    }
+    print(", ".join(f"{n} {o}" for o, n in counts.items()) + f" (cache: {disk_cache().root})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sycl_kernels", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -85,6 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="rmsnorm vs torch: time and error for LLM shapes")
     demo.add_argument("--repeats", type=int, default=20, help="timed calls per measurement")
     demo.set_defaults(run=cmd_demo)
+    cache = commands.add_parser("cache", help="the disk cache of compiled kernels")
+    cache.add_argument("action", choices=("ls", "clear", "path"))
+    cache.set_defaults(run=cmd_cache)
+    precompile = commands.add_parser(
+        "precompile", help="compile the variants of manifests (kernels/variants.toml format)"
+    )
+    precompile.add_argument("manifest", nargs="*", help="TOML manifests (default: the package's)")
+    precompile.add_argument("--select", nargs="+", default=["*"], help="variant name globs")
+    precompile.set_defaults(run=cmd_precompile)
     args = parser.parse_args(argv)
     return args.run(args)
 

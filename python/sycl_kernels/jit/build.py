@@ -96,10 +96,11 @@ def compile_image(inputs: CompileInputs, queue) -> bytes:
     return image
 
 
-def _cached_or_compiled(inputs: CompileInputs, queue) -> bytes:
+def cached_or_compiled(inputs: CompileInputs, queue) -> tuple[bytes, str]:
+    """The image of `inputs` from the disk cache, else compiled and cached: (image, origin)."""
     cache = disk_cache()
     if not cache.usable():
-        return compile_image(inputs, queue)
+        return compile_image(inputs, queue), "compiled"
     digest = inputs.digest()
     image = cache.load(inputs.name, digest)
     if image is None:
@@ -115,9 +116,9 @@ def _cached_or_compiled(inputs: CompileInputs, queue) -> bytes:
                         RuntimeWarning,
                         stacklevel=2,
                     )
-                return image
+                return image, "compiled"
     _stats.disk_hits += 1
-    return image
+    return image, "disk"
 
 
 def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int]]) -> list[object]:
@@ -147,7 +148,7 @@ def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int
         else:
             _stats.aot_loads += 1
             return loaded
-    image = _cached_or_compiled(inputs, queue)
+    image, _ = cached_or_compiled(inputs, queue)
     try:
         return from_image(image)
     except (RuntimeError, ValueError) as e:
@@ -159,7 +160,7 @@ def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int
             stacklevel=2,
         )
         disk_cache().entry_path(inputs.name, inputs.digest()).unlink(missing_ok=True)
-        return from_image(_cached_or_compiled(inputs, queue))
+        return from_image(cached_or_compiled(inputs, queue)[0])
 
 
 def get_kernel(spec: KernelSpec, queue):

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .. import _runtime
-from .build import _cached_or_compiled, load_kernels
+from .build import cached_or_compiled, load_kernels
 from .sources import KERNELS_DIR, CompileInputs, source_inputs
 
 _EXTERN_KERNEL = re.compile(
@@ -171,6 +171,6 @@ def load(
         )
     module = Module(inputs, found)
     # Compile now, so errors surface here and not at the first launch.
-    _cached_or_compiled(inputs, _runtime.cpu_queue())
+    cached_or_compiled(inputs, _runtime.cpu_queue())
     _modules[inputs.digest()] = module
     return module

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from .._dtypes import DType
 from .spec import KernelSpec, Param
 
@@ -17,6 +19,7 @@ def rmsnorm_group_size(dtype: DType, hidden: int) -> int:
     return min(_MAX_GROUP_SIZE, 1 << (vectors - 1).bit_length())
 
 
+@functools.cache
 def rmsnorm_spec(dtype: DType, hidden: int) -> KernelSpec:
     t = dtype.cpp_type
     threads = rmsnorm_group_size(dtype, hidden)

@@ -1,0 +1,46 @@
+"""python -m sycl_kernels: demo, cache and precompile, run as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "sycl_kernels", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "SYCL_KERNELS_CACHE_DIR": str(cache)},
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_precompile_then_cache_ls_and_clear(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    manifest = tmp_path / "mine.toml"
+    manifest.write_text('[rmsnorm]\ndtype = ["fp16"]\nhidden = [4096, 999]\n')
+
+    first = _cli("precompile", str(manifest), cache=cache).stdout
+    assert "rmsnorm_fp16_h4096                       aot" in first
+    assert "rmsnorm_fp16_h999                        compiled" in first
+    assert "1 aot, 0 disk, 1 compiled" in first
+
+    again = _cli("precompile", str(manifest), "--select", "*_h999", cache=cache).stdout
+    assert "0 aot, 1 disk, 0 compiled" in again
+
+    listing = _cli("cache", "ls", cache=cache).stdout
+    assert listing.startswith("rmsnorm_fp16_h999 ") and "1 entries" in listing
+    assert _cli("cache", "path", cache=cache).stdout.strip() == str(cache)
+    assert "removed 1 entries" in _cli("cache", "clear", cache=cache).stdout
+    assert "0 entries" in _cli("cache", "ls", cache=cache).stdout
+
+
+def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
+    out = _cli("demo", "--repeats", "2", cache=tmp_path).stdout
+    assert "rmsnorm on cpu" in out and "speedup" in out
+    assert out.count("x 4096") == 9 and out.count("x 8192") == 3
