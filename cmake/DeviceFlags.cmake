@@ -9,10 +9,13 @@ set(SYCL_KERNELS_DEVICE_COMPILER "sycl_ext_oneapi_kernel_compiler")
 # -fno-fast-math: keep IEEE semantics so results track the torch references.
 # -fsycl-device-code-split=off: one device image per translation unit, however
 #  many kernels it defines (an image is what the caches store).
+# -fno-sycl-dead-args-optimization: keep parameters a specialization leaves
+#  unused, so every kernel takes exactly the arguments its signature lists.
 set(SYCL_KERNELS_DEVICE_OPTIONS
   -fno-sycl-device-lib=all
   -fno-fast-math
-  -fsycl-device-code-split=off)
+  -fsycl-device-code-split=off
+  -fno-sycl-dead-args-optimization)
 
 # Writes the flag set, and what it was made with, to `output` (installed as
 # sycl_kernels/_build_config.json; also read by the AOT plan at configure time).

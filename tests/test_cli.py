@@ -42,5 +42,23 @@ def test_precompile_then_cache_ls_and_clear(tmp_path: Path) -> None:
 
 def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
     out = _cli("demo", "--repeats", "2", cache=tmp_path).stdout
-    assert "rmsnorm on cpu" in out and "speedup" in out
-    assert out.count("x 4096") == 9 and out.count("x 8192") == 3
+    assert "sycl_kernels on cpu" in out and "speedup" in out
+    ops = [
+        "rmsnorm",
+        "gemma_rmsnorm",
+        "fused_add_rmsnorm",
+        "qknorm",
+        "apply_rope",
+        "silu_and_mul",
+        "gelu_and_mul",
+        "gelu_tanh_and_mul",
+        "timestep_embedding",
+    ]
+    lines = out.splitlines()
+    for op in ops:
+        assert any(line.startswith(f"{op} ") for line in lines), op
+    dtypes = ("float32", "float16", "bfloat16")
+    rms_rows = [
+        line for line in lines if line.split()[:1] == ["rmsnorm"] and line.split()[1] in dtypes
+    ]
+    assert len(rms_rows) == 12 + 1

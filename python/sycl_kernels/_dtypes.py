@@ -5,7 +5,6 @@ Free of torch at import, so the wheel build can name variants without it.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,8 +35,3 @@ DTYPES: tuple[DType, ...] = (
 BY_NAME: dict[str, DType] = {d.short_name: d for d in DTYPES}
 
 FLOAT_DTYPE_NAMES = ", ".join(f"torch.{d.torch_name}" for d in DTYPES)
-
-
-@functools.cache
-def by_torch() -> dict[torch.dtype, DType]:
-    return {d.torch_dtype: d for d in DTYPES}

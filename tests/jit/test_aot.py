@@ -26,7 +26,7 @@ REPO_KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 @pytest.mark.wheel
 def test_every_manifest_variant_is_bundled() -> None:
     listed = {v.spec.name for v in read_manifest(REPO_KERNELS / "variants.toml")}
-    assert len(listed) == 42
+    assert {f"rmsnorm_{d}_h4096" for d in ("fp32", "fp16", "bf16")} <= listed
     assert set(aot.manifest()) == listed
     for entry in aot.manifest().values():
         assert (aot.AOT_DIR / entry["image"]).stat().st_size == entry["bytes"] > 0
@@ -166,4 +166,5 @@ def test_info_reports_bundled_variants() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "sycl_kernels", "info"], capture_output=True, text=True, timeout=120
     )
-    assert "AOT variants:     42 (" in result.stdout, result.stdout
+    count = len(read_manifest(REPO_KERNELS / "variants.toml"))
+    assert f"AOT variants:     {count} (" in result.stdout, result.stdout

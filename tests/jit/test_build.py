@@ -27,7 +27,7 @@ def test_translation_unit_exports_one_named_kernel() -> None:
     source = spec.translation_unit()
     assert '#include "norm/rmsnorm.hpp"' in source
     assert "void rmsnorm_bf16_h4096(const sycl_kernels::bf16* x, int64_t x_row_stride" in source
-    assert "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096, 256>(x, x_row_stride" in source
+    assert "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096, 256, false>(x, x_row_stride" in source
 
 
 def test_include_tree_follows_relative_includes() -> None:

@@ -143,3 +143,118 @@ def test_rmsnorm_rejects_bad_input(override: dict, error: type[Exception], messa
     with pytest.raises(error, match=r"^rmsnorm\(\): ") as info:
         sycl_kernels.rmsnorm(**args)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", [64, 1000, 4096])
+@pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
+def test_fused_add_rmsnorm_matches_reference(hidden: int, dtype: torch.dtype, gemma: bool) -> None:
+    x, weight = _inputs(7, hidden, dtype)
+    residual = torch.randn(7, hidden).to(dtype)
+    want_x, want_residual = references.fused_add_rmsnorm(x, residual, weight, 1e-6, gemma)
+    fn = sycl_kernels.gemma_fused_add_rmsnorm if gemma else sycl_kernels.fused_add_rmsnorm
+    assert fn(x, residual, weight, 1e-6) is None
+    tol = references.tolerance(dtype)
+    torch.testing.assert_close(residual.double(), want_residual, **tol)
+    torch.testing.assert_close(x.double(), want_x, **tol)
+
+
+def test_fused_add_rmsnorm_strided_rows() -> None:
+    wide_x, wide_r = torch.randn(5, 1030), torch.randn(5, 1030)
+    x, residual = wide_x[:, 3:1027], wide_r[:, 1:1025]
+    weight = torch.randn(1024)
+    want_x, want_residual = references.fused_add_rmsnorm(x, residual, weight, 1e-6)
+    untouched = wide_x[:, :3].clone()
+    sycl_kernels.fused_add_rmsnorm(x, residual, weight)
+    tol = references.tolerance(torch.float32)
+    torch.testing.assert_close(x.double(), want_x, **tol)
+    torch.testing.assert_close(residual.double(), want_residual, **tol)
+    assert torch.equal(wide_x[:, :3], untouched)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", [1000, 2048])
+def test_gemma_rmsnorm_matches_reference(hidden: int, dtype: torch.dtype) -> None:
+    x, weight = _inputs(7, hidden, dtype)
+    torch.testing.assert_close(
+        sycl_kernels.gemma_rmsnorm(x, weight, 1e-6).double(),
+        references.rmsnorm(x, weight, 1e-6, gemma=True),
+        **references.tolerance(dtype),
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("head_dim", [64, 80, 128])
+@pytest.mark.parametrize("tokens", [1, 33])
+def test_qknorm_on_views_of_a_fused_qkv(tokens: int, head_dim: int, dtype: torch.dtype) -> None:
+    num_q, num_kv = 8, 2
+    qkv = torch.randn(tokens, (num_q + 2 * num_kv) * head_dim).to(dtype)
+    q = qkv[:, : num_q * head_dim].view(tokens, num_q, head_dim)
+    k = qkv[:, num_q * head_dim : (num_q + num_kv) * head_dim].view(tokens, num_kv, head_dim)
+    v_before = qkv[:, (num_q + num_kv) * head_dim :].clone()
+    q_weight, k_weight = torch.randn(head_dim).to(dtype), torch.randn(head_dim).to(dtype)
+    want_q = references.rmsnorm(q, q_weight, 1e-6)
+    want_k = references.rmsnorm(k, k_weight, 1e-6)
+    sycl_kernels.qknorm(q, k, q_weight, k_weight, 1e-6)
+    tol = references.tolerance(dtype)
+    torch.testing.assert_close(q.double(), want_q, **tol)
+    torch.testing.assert_close(k.double(), want_k, **tol)
+    assert torch.equal(qkv[:, (num_q + num_kv) * head_dim :], v_before), "v must stay"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda x, r, w: sycl_kernels.fused_add_rmsnorm(x, r[:, :63], w),
+            ValueError,
+            "fused_add_rmsnorm(): residual has shape (4, 63)",
+        ),
+        (
+            lambda x, r, w: sycl_kernels.fused_add_rmsnorm(x, r.half(), w),
+            TypeError,
+            "fused_add_rmsnorm(): residual has dtype torch.float16",
+        ),
+        (
+            lambda x, r, w: sycl_kernels.gemma_fused_add_rmsnorm(x, r, w[:8]),
+            ValueError,
+            "gemma_fused_add_rmsnorm(): weight has shape (8,)",
+        ),
+        (
+            lambda x, r, w: sycl_kernels.gemma_rmsnorm(x.int(), w),
+            TypeError,
+            "gemma_rmsnorm(): x has dtype torch.int32",
+        ),
+        (
+            lambda x, r, w: sycl_kernels.qknorm(x, x.view(4, 1, 64), w, w),
+            ValueError,
+            "qknorm(): q has shape (4, 64); expected [tokens, heads, head_dim]",
+        ),
+        (
+            lambda x, r, w: sycl_kernels.qknorm(x.view(4, 1, 64), x.view(4, 2, 32), w, w),
+            ValueError,
+            "qknorm(): k has shape (4, 2, 32)",
+        ),
+        (
+            lambda x, r, w: sycl_kernels.qknorm(x.view(4, 1, 64), x.view(4, 1, 64), w[:32], w),
+            ValueError,
+            "qknorm(): q_weight has shape (32,)",
+        ),
+        (
+            lambda x, r, w: sycl_kernels.qknorm(x.view(4, 1, 64), x.view(4, 1, 64), w, w, -1.0),
+            ValueError,
+            "qknorm(): eps must be a non-negative number",
+        ),
+    ],
+)
+def test_norm_family_rejects_bad_input(call, error: type[Exception], message: str) -> None:
+    x, residual, weight = torch.randn(4, 64), torch.randn(4, 64), torch.randn(64)
+    with pytest.raises(error) as info:
+        call(x, residual, weight)
+    assert message in str(info.value)
+
+
+def test_qknorm_rejects_spread_heads() -> None:
+    q = torch.randn(4, 3, 64)[:, :, :32]
+    with pytest.raises(ValueError, match=r"qknorm\(\): q has head stride 64; expected 32"):
+        sycl_kernels.qknorm(q, q, torch.randn(32), torch.randn(32))

@@ -107,6 +107,10 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
 NB_MODULE(_C, m) {
   using namespace sycl_kernels;
   m.doc() = "sycl_kernels host module: device compiler, queues and kernel launches";
+  // Loaded kernels live in process-wide caches until exit; torch's op registry
+  // keeps those caches reachable during interpreter shutdown, so nanobind would
+  // report them as leaks although nothing is lost.
+  nb::set_leak_warnings(false);
 
   static nb::exception<CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
 

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._dtypes import DType
+
+_MAX_ROW_GROUP_SIZE = 256
 
 # Kernel parameter C types -> the letter the host module's launcher converts by.
 _SIGNATURE_LETTERS = {"int32_t": "i", "int64_t": "l", "float": "f", "double": "d"}
@@ -66,3 +72,13 @@ class KernelSpec:
             f"  {self.function}{template}({args});\n"
             "}\n"
         )
+
+
+def row_group_size(dtype: DType, row_length: int) -> int:
+    """Work-items for a kernel that gives one work-group to each row of `row_length`.
+
+    One per 16-byte vector, rounded up to a power of two, at most 256; a function of
+    (dtype, row length) only, so a variant's name still determines its kernel.
+    """
+    vectors = max(1, row_length * dtype.size // 16)
+    return min(_MAX_ROW_GROUP_SIZE, 1 << (vectors - 1).bit_length())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from collections.abc import Callable
@@ -9,7 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._dtypes import BY_NAME
-from .norm import rmsnorm_spec
+from .activation import ACTIVATIONS, act_and_mul_spec
+from .diffusion import timestep_embedding_spec
+from .norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
+from .rope import rope_spec
 from .spec import KernelSpec
 
 if sys.version_info >= (3, 11):
@@ -17,9 +21,25 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
+
+def _act_and_mul_spec(op: str, dtype: str, dim: int) -> KernelSpec:
+    return act_and_mul_spec(op, BY_NAME[dtype], dim)
+
+
 # Op name in the manifest -> spec factory taking the manifest's keys as arguments.
 SPEC_FACTORIES: dict[str, Callable[..., KernelSpec]] = {
     "rmsnorm": lambda dtype, hidden: rmsnorm_spec(BY_NAME[dtype], hidden),
+    "gemma_rmsnorm": lambda dtype, hidden: rmsnorm_spec(BY_NAME[dtype], hidden, gemma=True),
+    "fused_add_rmsnorm": lambda dtype, hidden: fused_add_rmsnorm_spec(BY_NAME[dtype], hidden),
+    "gemma_fused_add_rmsnorm": lambda dtype, hidden: fused_add_rmsnorm_spec(
+        BY_NAME[dtype], hidden, gemma=True
+    ),
+    "qknorm": lambda dtype, head_dim: qknorm_spec(BY_NAME[dtype], head_dim),
+    "rope": lambda dtype, head_dim, rotary_dim, style, positions, store_kv: rope_spec(
+        BY_NAME[dtype], head_dim, rotary_dim, style == "neox", positions, store_kv
+    ),
+    **{op: functools.partial(_act_and_mul_spec, op) for op in ACTIVATIONS},
+    "timestep_embedding": lambda dim: timestep_embedding_spec(dim),
 }
 
 
@@ -43,9 +63,11 @@ def read_manifest(path: Path) -> list[Variant]:
     with path.open("rb") as f:
         tables = tomllib.load(f)
     variants = []
-    for op, axes in tables.items():
-        keys = sorted(axes)
-        for values in itertools.product(*(axes[k] for k in keys)):
-            params = dict(zip(keys, values, strict=True))
-            variants.append(Variant(op, tuple(params.items()), spec_for(op, params)))
+    for op, rows in tables.items():
+        # A table, or an array of tables when some value combinations do not make sense.
+        for axes in rows if isinstance(rows, list) else [rows]:
+            keys = sorted(axes)
+            for values in itertools.product(*(axes[k] for k in keys)):
+                params = dict(zip(keys, values, strict=True))
+                variants.append(Variant(op, tuple(params.items()), spec_for(op, params)))
     return variants

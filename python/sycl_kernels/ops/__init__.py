@@ -1,5 +1,19 @@
 """sycl_kernels.ops: the public ops, one module per kernel family."""
 
-from .norm import rmsnorm
+from .activation import gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
+from .diffusion import timestep_embedding
+from .norm import fused_add_rmsnorm, gemma_fused_add_rmsnorm, gemma_rmsnorm, qknorm, rmsnorm
+from .rope import apply_rope
 
-__all__ = ["rmsnorm"]
+__all__ = [
+    "apply_rope",
+    "fused_add_rmsnorm",
+    "gelu_and_mul",
+    "gelu_tanh_and_mul",
+    "gemma_fused_add_rmsnorm",
+    "gemma_rmsnorm",
+    "qknorm",
+    "rmsnorm",
+    "silu_and_mul",
+    "timestep_embedding",
+]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .._dtypes import FLOAT_DTYPE_NAMES, DType, by_torch
+from .._dtypes import DTYPES, FLOAT_DTYPE_NAMES, DType
+
+_BY_TORCH: dict[torch.dtype, DType] = {d.torch_dtype: d for d in DTYPES}
 
 
 def check_tensor(op: str, name: str, t: object) -> torch.Tensor:
@@ -16,7 +18,7 @@ def check_tensor(op: str, name: str, t: object) -> torch.Tensor:
 
 
 def check_float_dtype(op: str, name: str, t: torch.Tensor) -> DType:
-    dtype = by_torch().get(t.dtype)
+    dtype = _BY_TORCH.get(t.dtype)
     if dtype is None:
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected one of {FLOAT_DTYPE_NAMES}")
     return dtype
@@ -60,3 +62,8 @@ def as_rows(op: str, name: str, t: torch.Tensor, width: int) -> torch.Tensor:
             f"viewed as rows of {width} elements; expected its leading dimensions to be "
             f"mergeable (call {name}.contiguous())"
         ) from None
+
+
+def check_eps(op: str, eps: object) -> None:
+    if isinstance(eps, bool) or not isinstance(eps, (float, int)) or not eps >= 0:
+        raise ValueError(f"{op}(): eps must be a non-negative number, got {eps!r}")

@@ -1,0 +1,58 @@
+// kernels/activation/gated.hpp: gated activations, out = act(x[..., :d]) * x[..., d:], one work-group per row.
+#pragma once
+
+#include "../common/dtype.hpp"
+#include "../common/loop.hpp"
+#include "../common/vec.hpp"
+
+namespace sycl_kernels {
+
+enum class Activation : int { silu = 0, gelu = 1, gelu_tanh = 2 };
+
+template <Activation kAct>
+inline float activate(float x) {
+  if constexpr (kAct == Activation::silu) {
+    return x / (1.0f + ::sycl::exp(-x));
+  } else if constexpr (kAct == Activation::gelu) {
+    return 0.5f * x * (1.0f + ::sycl::erf(x * 0.70710678118654752f));
+  } else {
+    constexpr float kSqrt2OverPi = 0.79788456080286536f;
+    return 0.5f * x * (1.0f + ::sycl::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  }
+}
+
+template <typename T, int kDim, int kThreads, int kAct>
+inline void act_and_mul(const T* x, int64_t x_row_stride, T* out, int64_t out_row_stride) {
+  constexpr Activation act = static_cast<Activation>(kAct);
+  constexpr int kVec = kVecWidth<T>;
+  constexpr int kNumVecs = kDim / kVec;
+  constexpr int kTailBegin = kNumVecs * kVec;
+  const auto item = this_nd_item();
+  const int64_t row = item.get_group(0);
+  const int tid = static_cast<int>(item.get_local_id(0));
+  const T* gate = x + row * x_row_stride;
+  const T* up = gate + kDim;
+  T* out_row = out + row * out_row_stride;
+
+  auto element = [&](int i) {
+    out_row[i] = from_float<T>(activate<act>(to_float(gate[i])) * to_float(up[i]));
+  };
+  const bool vectorized = is_vec_aligned(gate) && is_vec_aligned(up) && is_vec_aligned(out_row);
+  if (vectorized) {
+    for_each_strided<kNumVecs, kThreads>(tid, [&](int v) {
+      const Vec<T, kVec> g = load_vec(gate + v * kVec);
+      const Vec<T, kVec> u = load_vec(up + v * kVec);
+      Vec<T, kVec> o;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        o.v[e] = from_float<T>(activate<act>(to_float(g.v[e])) * to_float(u.v[e]));
+      }
+      store_vec(out_row + v * kVec, o);
+    });
+    for_each_strided<kDim - kTailBegin, kThreads>(tid, [&](int i) { element(kTailBegin + i); });
+  } else {
+    for_each_strided<kDim, kThreads>(tid, element);
+  }
+}
+
+}  // namespace sycl_kernels

@@ -1,0 +1,55 @@
+"""sycl_kernels.jit.rope: specs of the rotary embedding kernels (kernels/rope/rope.hpp)."""
+
+from __future__ import annotations
+
+import functools
+
+from .._dtypes import DType
+from .spec import KernelSpec, Param
+
+# Work-items per token; the pairs of all heads are spread over them.
+ROPE_GROUP_SIZE = 128
+
+POSITION_TYPES = {"i32": "int32_t", "i64": "int64_t"}
+
+
+@functools.cache
+def rope_spec(
+    dtype: DType, head_dim: int, rotary_dim: int, neox: bool, positions: str, store_kv: bool
+) -> KernelSpec:
+    t = dtype.cpp_type
+    params = [
+        Param("positions", f"const {POSITION_TYPES[positions]}*"),
+        Param("q", f"{t}*"),
+        Param("q_token_stride", "int64_t"),
+        Param("num_q_heads", "int64_t"),
+        Param("k", f"{t}*"),
+        Param("k_token_stride", "int64_t"),
+        Param("num_k_heads", "int64_t"),
+        Param("cos_sin_cache", "const float*"),
+    ]
+    if store_kv:
+        params += [
+            Param("v", f"const {t}*"),
+            Param("v_token_stride", "int64_t"),
+            Param("k_cache", f"{t}*"),
+            Param("v_cache", f"{t}*"),
+            Param("out_loc", "const int64_t*"),
+        ]
+    style = "neox" if neox else "gptj"
+    return KernelSpec(
+        name=(
+            f"rope{'_kv' if store_kv else ''}_{dtype.short_name}_d{head_dim}_r{rotary_dim}"
+            f"_{style}_{positions}"
+        ),
+        header="rope/rope.hpp",
+        function="sycl_kernels::rope_store_kv" if store_kv else "sycl_kernels::rope",
+        template_args=(
+            t,
+            POSITION_TYPES[positions],
+            str(head_dim),
+            str(rotary_dim),
+            str(neox).lower(),
+        ),
+        params=tuple(params),
+    )

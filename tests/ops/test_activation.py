@@ -1,0 +1,70 @@
+"""Gated activations against float64 references: every activation, dtype, odd sizes, out=."""
+
+from __future__ import annotations
+
+import pytest
+import sycl_kernels
+import torch
+
+from tests import references
+
+OPS = ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dim", [1, 1000, 4096])
+@pytest.mark.parametrize("rows", [1, 33])
+@pytest.mark.parametrize("op", OPS)
+def test_act_and_mul(op: str, rows: int, dim: int, dtype: torch.dtype) -> None:
+    x = (3 * torch.randn(rows, 2 * dim)).to(dtype)
+    got = getattr(sycl_kernels, op)(x)
+    assert got.shape == (rows, dim) and got.dtype == dtype
+    torch.testing.assert_close(
+        got.double(), references.act_and_mul(op, x), **references.tolerance(dtype)
+    )
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_act_and_mul_out_and_leading_dims(op: str) -> None:
+    x = torch.randn(2, 3, 2 * 520)
+    wide_out = torch.zeros(6, 530)
+    out = wide_out[:, :520]
+    result = getattr(sycl_kernels, op)(x.view(6, 1040), out=out)
+    assert result is out
+    torch.testing.assert_close(
+        out.double(),
+        references.act_and_mul(op, x.view(6, 1040)),
+        **references.tolerance(torch.float32),
+    )
+    assert torch.all(wide_out[:, 520:] == 0)
+    got = getattr(sycl_kernels, op)(x)
+    assert got.shape == (2, 3, 520)
+    torch.testing.assert_close(
+        got.double(), references.act_and_mul(op, x), **references.tolerance(torch.float32)
+    )
+
+
+@pytest.mark.parametrize(
+    ("x", "out", "error", "message"),
+    [
+        (torch.randn(4, 7), None, ValueError, "x has shape (4, 7); expected [..., 2 * d]"),
+        (torch.randn(4, 8).int(), None, TypeError, "x has dtype torch.int32"),
+        (torch.randn(8, 4).t(), None, ValueError, "x has stride 4"),
+        (torch.randn(4, 8), torch.empty(4, 8), ValueError, "out has shape (4, 8); expected (4, 4)"),
+        (torch.randn(4, 8), torch.empty(4, 4).half(), TypeError, "out has dtype torch.float16"),
+    ],
+)
+@pytest.mark.parametrize("op", OPS)
+def test_act_and_mul_rejects_bad_input(op: str, x, out, error, message: str) -> None:
+    with pytest.raises(error) as info:
+        getattr(sycl_kernels, op)(x, out=out)
+    assert str(info.value).startswith(f"{op}(): ") and message in str(info.value)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_act_and_mul_propagates_nan_and_inf_like_the_reference(op: str) -> None:
+    x = torch.tensor([[float("nan"), 1.0, 2.0, float("inf")]])
+    got = getattr(sycl_kernels, op)(x)
+    want = references.act_and_mul(op, x)
+    torch.testing.assert_close(got.double(), want, equal_nan=True)

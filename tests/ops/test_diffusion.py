@@ -1,0 +1,61 @@
+"""timestep_embedding against a float64 reference written from diffusers' definition."""
+
+from __future__ import annotations
+
+import pytest
+import sycl_kernels
+import torch
+
+from tests import references
+
+
+@pytest.mark.parametrize("dim", [1, 7, 256, 320, 1001])
+@pytest.mark.parametrize("flip_sin_to_cos", [False, True])
+@pytest.mark.parametrize(
+    ("shift", "scale", "max_period"), [(1.0, 1.0, 10000), (0.0, 1000.0, 10000), (1.0, 2.5, 500.0)]
+)
+def test_timestep_embedding(
+    dim: int, flip_sin_to_cos: bool, shift: float, scale: float, max_period: float
+) -> None:
+    t = torch.rand(33) * 1000
+    got = sycl_kernels.timestep_embedding(t, dim, flip_sin_to_cos, shift, scale, max_period)
+    assert got.shape == (33, dim) and got.dtype == torch.float32
+    want = references.timestep_embedding(t, dim, flip_sin_to_cos, shift, scale, max_period)
+    # Arguments reach 1e6 at scale 1000: float32 rounding of the argument alone moves
+    # sin/cos by up to ~0.06 there, so the tolerance grows with the largest argument.
+    atol = 1e-4 if scale * 1000 <= 1000 else 0.1
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=atol)
+    if dim % 2:
+        assert torch.all(got[:, -1] == 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float16, torch.bfloat16])
+def test_timestep_embedding_converts_timesteps(dtype: torch.dtype) -> None:
+    t = torch.arange(0, 1000, 37).to(dtype)
+    torch.testing.assert_close(
+        sycl_kernels.timestep_embedding(t, 256).double(),
+        references.timestep_embedding(t.float(), 256),
+        rtol=0,
+        atol=1e-4,
+    )
+
+
+def test_timestep_embedding_empty() -> None:
+    assert sycl_kernels.timestep_embedding(torch.empty(0), 256).shape == (0, 256)
+
+
+@pytest.mark.parametrize(
+    ("t", "kwargs", "error", "message"),
+    [
+        (torch.zeros(2, 2), {"dim": 8}, ValueError, "t has shape (2, 2); expected [N]"),
+        (torch.zeros(2, dtype=torch.bool), {"dim": 8}, TypeError, "t has dtype torch.bool"),
+        (torch.zeros(2), {"dim": 0}, ValueError, "dim must be a positive int, got 0"),
+        (torch.zeros(2), {"dim": 8.0}, ValueError, "dim must be a positive int, got 8.0"),
+        (torch.zeros(2), {"dim": 8, "max_period": 0}, ValueError, "max_period must be positive"),
+        ([0.0, 1.0], {"dim": 8}, TypeError, "t must be a torch.Tensor"),
+    ],
+)
+def test_timestep_embedding_rejects_bad_input(t, kwargs, error, message: str) -> None:
+    with pytest.raises(error) as info:
+        sycl_kernels.timestep_embedding(t, **kwargs)
+    assert str(info.value).startswith("timestep_embedding(): ") and message in str(info.value)
