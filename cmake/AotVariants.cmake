@@ -11,11 +11,9 @@ set(SYCL_KERNELS_AOT_VARIANTS "*" CACHE STRING
 
 set(SYCL_KERNELS_AOT_DIR "${CMAKE_CURRENT_BINARY_DIR}/aot")
 
-# Runs `python -m sycl_kernels.jit.aot_build <args>` from the source tree, without torch.
+# Runs sycl_kernels.jit.aot_build <args> from the source tree (see cmake/aot_build.py).
 function(sycl_kernels_aot_build_command out_var)
-  set(${out_var}
-    "${CMAKE_COMMAND}" -E env "PYTHONPATH=${PROJECT_SOURCE_DIR}/python"
-    "${Python_EXECUTABLE}" -m sycl_kernels.jit.aot_build ${ARGN}
+  set(${out_var} "${Python_EXECUTABLE}" "${PROJECT_SOURCE_DIR}/cmake/aot_build.py" ${ARGN}
     PARENT_SCOPE)
 endfunction()
 
@@ -59,7 +57,8 @@ function(sycl_kernels_add_aot_variants)
   endif()
   # What shapes the plan: re-plan when any of it changes.
   file(GLOB_RECURSE plan_inputs CONFIGURE_DEPENDS
-    "${PROJECT_SOURCE_DIR}/kernels/*.hpp" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/jit/*.py")
+    "${PROJECT_SOURCE_DIR}/kernels/*.hpp" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/jit/*.py"
+    "${PROJECT_SOURCE_DIR}/cmake/aot_build.py")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
     "${PROJECT_SOURCE_DIR}/kernels/variants.toml" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/_dtypes.py"
     ${plan_inputs})

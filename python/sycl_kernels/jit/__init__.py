@@ -2,7 +2,8 @@
 
 `load()` builds a module of one's own SYCL kernels; the package's ops go through
 the same compile inputs, caches and loader. Names are imported on first access,
-so the wheel build can use the spec and variant modules without the runtime.
+so the wheel build (cmake/aot_build.py) can use the spec and variant modules
+without the runtime's Python dependencies.
 """
 
 from __future__ import annotations

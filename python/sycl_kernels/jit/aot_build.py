@@ -1,8 +1,7 @@
 """sycl_kernels.jit.aot_build: the wheel build's AOT steps, run by CMake (cmake/AotVariants.cmake).
 
-    python -m sycl_kernels.jit.aot_build plan --kernels-dir D --build-config F --out-dir O \
-        [--select GLOB ...]
-    python -m sycl_kernels.jit.aot_build manifest --out-dir O
+    python cmake/aot_build.py plan --kernels-dir D --build-config F --out-dir O [--select GLOB ...]
+    python cmake/aot_build.py manifest --out-dir O
 
 `plan` renders each selected manifest variant's translation unit and compile request
 (the same CompileInputs the JIT hashes) and the CMake list of variants; `manifest`
@@ -89,7 +88,7 @@ def manifest(out_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sycl_kernels.jit.aot_build")
+    parser = argparse.ArgumentParser(prog="cmake/aot_build.py")
     commands = parser.add_subparsers(dest="command", required=True)
     plan_parser = commands.add_parser("plan")
     plan_parser.add_argument("--kernels-dir", type=Path, required=True)
