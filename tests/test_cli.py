@@ -23,25 +23,25 @@ def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
 def test_precompile_then_cache_ls_and_clear(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     manifest = tmp_path / "mine.toml"
-    manifest.write_text('[rmsnorm]\ndtype = ["fp16"]\nhidden = [4096, 999]\n')
+    manifest.write_text('[rmsnorm]\ndtype = ["fp16"]\ntuned_for = ["cpu"]\nhidden = [4096, 999]\n')
 
     first = _cli("precompile", str(manifest), cache=cache).stdout
-    assert "rmsnorm_fp16_h4096                       aot" in first
-    assert "rmsnorm_fp16_h999                        compiled" in first
+    assert "rmsnorm_fp16_h4096_cpu                   aot" in first
+    assert "rmsnorm_fp16_h999_cpu                    compiled" in first
     assert "1 aot, 0 disk, 1 compiled" in first
 
-    again = _cli("precompile", str(manifest), "--select", "*_h999", cache=cache).stdout
+    again = _cli("precompile", str(manifest), "--select", "*_h999_*", cache=cache).stdout
     assert "0 aot, 1 disk, 0 compiled" in again
 
     listing = _cli("cache", "ls", cache=cache).stdout
-    assert listing.startswith("rmsnorm_fp16_h999 ") and "1 entries" in listing
+    assert listing.startswith("rmsnorm_fp16_h999_cpu ") and "1 entries" in listing
     assert _cli("cache", "path", cache=cache).stdout.strip() == str(cache)
     assert "removed 1 entries" in _cli("cache", "clear", cache=cache).stdout
     assert "0 entries" in _cli("cache", "ls", cache=cache).stdout
 
 
 def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
-    out = _cli("demo", "--repeats", "2", cache=tmp_path).stdout
+    out = _cli("demo", cache=tmp_path).stdout
     assert "sycl_kernels on cpu" in out and "speedup" in out
     ops = [
         "rmsnorm",
@@ -57,7 +57,7 @@ def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
     lines = out.splitlines()
     for op in ops:
         assert any(line.startswith(f"{op} ") for line in lines), op
-    dtypes = ("float32", "float16", "bfloat16")
+    dtypes = ("fp32", "fp16", "bf16")
     rms_rows = [
         line for line in lines if line.split()[:1] == ["rmsnorm"] and line.split()[1] in dtypes
     ]

@@ -21,10 +21,9 @@ inline float activate(float x) {
   }
 }
 
-template <typename T, int kDim, int kThreads, int kAct>
+template <typename T, int kDim, int kThreads, int kVec, int kAct>
 inline void act_and_mul(const T* x, int64_t x_row_stride, T* out, int64_t out_row_stride) {
   constexpr Activation act = static_cast<Activation>(kAct);
-  constexpr int kVec = kVecWidth<T>;
   constexpr int kNumVecs = kDim / kVec;
   constexpr int kTailBegin = kNumVecs * kVec;
   const auto item = this_nd_item();
@@ -37,17 +36,20 @@ inline void act_and_mul(const T* x, int64_t x_row_stride, T* out, int64_t out_ro
   auto element = [&](int i) {
     out_row[i] = from_float<T>(activate<act>(to_float(gate[i])) * to_float(up[i]));
   };
-  const bool vectorized = is_vec_aligned(gate) && is_vec_aligned(up) && is_vec_aligned(out_row);
-  if (vectorized) {
+  const bool vectorized =
+      is_vec_aligned<kVec>(gate) && is_vec_aligned<kVec>(up) && is_vec_aligned<kVec>(out_row);
+  if constexpr (kVec == 1) {
+    for_each_strided<kDim, kThreads>(tid, element);
+  } else if (vectorized) {
     for_each_strided<kNumVecs, kThreads>(tid, [&](int v) {
-      const Vec<T, kVec> g = load_vec(gate + v * kVec);
-      const Vec<T, kVec> u = load_vec(up + v * kVec);
+      const Vec<T, kVec> g = load_vec<kVec>(gate + v * kVec);
+      const Vec<T, kVec> u = load_vec<kVec>(up + v * kVec);
       Vec<T, kVec> o;
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         o.v[e] = from_float<T>(activate<act>(to_float(g.v[e])) * to_float(u.v[e]));
       }
-      store_vec(out_row + v * kVec, o);
+      store_vec<kVec>(out_row + v * kVec, o);
     });
     for_each_strided<kDim - kTailBegin, kThreads>(tid, [&](int i) { element(kTailBegin + i); });
   } else {

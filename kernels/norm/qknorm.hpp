@@ -10,7 +10,7 @@
 
 namespace sycl_kernels {
 
-template <typename T, int kHeadDim, int kThreads>
+template <typename T, int kHeadDim, int kThreads, int kVec>
 inline void qknorm(T* q, int64_t q_token_stride, int64_t num_q_heads, T* k,
                    int64_t k_token_stride, int64_t num_k_heads, const T* q_weight,
                    const T* k_weight, float eps) {
@@ -28,7 +28,8 @@ inline void qknorm(T* q, int64_t q_token_stride, int64_t num_q_heads, T* k,
     base = k + (row / num_k_heads) * k_token_stride + (row % num_k_heads) * kHeadDim;
     weight = k_weight;
   }
-  rmsnorm_row<T, kHeadDim, kThreads, false, false>(item, base, nullptr, weight, base, eps);
+  rmsnorm_row<T, kHeadDim, kThreads, kVec, false, false>(item, base, nullptr, weight, base,
+                                                          eps);
 }
 
 }  // namespace sycl_kernels

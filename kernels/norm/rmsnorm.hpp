@@ -2,8 +2,9 @@
 //
 // rmsnorm:           out = x * rsqrt(mean(x^2) + eps) * w
 // fused_add_rmsnorm: residual += x; x = rmsnorm(residual)          (in place)
-// kGemma scales by (1 + w) instead of w. Hidden size and work-group size are
-// compile-time constants; sums and products are taken in float.
+// kGemma scales by (1 + w) instead of w. Hidden size, work-group size and the
+// elements each work-item moves per access (kVec) are compile-time constants;
+// sums and products are taken in float.
 #pragma once
 
 #include "../common/dtype.hpp"
@@ -20,17 +21,18 @@ inline float norm_weight(float w) {
 
 // Normalizes one row. With a residual, x + residual is stored into the residual
 // row first (rounded to T) and the row normalized is that stored sum.
-template <typename T, int kHidden, int kThreads, bool kGemma, bool kFusedAdd>
+template <typename T, int kHidden, int kThreads, int kVec, bool kGemma, bool kFusedAdd>
 inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* residual_row,
                         const T* weight, T* out_row, float eps) {
-  constexpr int kVec = kVecWidth<T>;
   constexpr int kNumVecs = kHidden / kVec;
   constexpr int kTailBegin = kNumVecs * kVec;
   const int tid = static_cast<int>(item.get_local_id(0));
-  // Uniform across the work-group, so the branches below never diverge.
-  const bool vectorized = is_vec_aligned(x_row) && is_vec_aligned(weight) &&
-                          is_vec_aligned(out_row) &&
-                          (!kFusedAdd || is_vec_aligned(residual_row));
+  // Uniform across the work-group, so the branches below never diverge. With
+  // kVec == 1 there is one path only (a second copy of the barrier-crossing code
+  // made the OpenCL CPU backend crash on rows that kThreads does not divide).
+  const bool vectorized =
+      is_vec_aligned<kVec>(x_row) && is_vec_aligned<kVec>(weight) &&
+      is_vec_aligned<kVec>(out_row) && (!kFusedAdd || is_vec_aligned<kVec>(residual_row));
 
   // Pass 1: the input (x, or x + residual stored back) and its sum of squares.
   float sum_sq = 0.0f;
@@ -42,11 +44,13 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
     }
     sum_sq += v * v;
   };
-  if (vectorized) {
+  if constexpr (kVec == 1) {
+    for_each_strided<kHidden, kThreads>(tid, input_element);
+  } else if (vectorized) {
     for_each_strided<kNumVecs, kThreads>(tid, [&](int v) {
-      const Vec<T, kVec> xv = load_vec(x_row + v * kVec);
+      const Vec<T, kVec> xv = load_vec<kVec>(x_row + v * kVec);
       Vec<T, kVec> rv;
-      if constexpr (kFusedAdd) rv = load_vec(residual_row + v * kVec);
+      if constexpr (kFusedAdd) rv = load_vec<kVec>(residual_row + v * kVec);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         float f = to_float(xv.v[e]);
@@ -56,7 +60,7 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
         }
         sum_sq += f * f;
       }
-      if constexpr (kFusedAdd) store_vec(residual_row + v * kVec, rv);
+      if constexpr (kFusedAdd) store_vec<kVec>(residual_row + v * kVec, rv);
     });
     for_each_strided<kHidden - kTailBegin, kThreads>(
         tid, [&](int i) { input_element(kTailBegin + i); });
@@ -72,17 +76,19 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
     out_row[i] = from_float<T>(to_float(in_row[i]) * inv_rms *
                                norm_weight<kGemma>(to_float(weight[i])));
   };
-  if (vectorized) {
+  if constexpr (kVec == 1) {
+    for_each_strided<kHidden, kThreads>(tid, output_element);
+  } else if (vectorized) {
     for_each_strided<kNumVecs, kThreads>(tid, [&](int v) {
-      const Vec<T, kVec> xv = load_vec(in_row + v * kVec);
-      const Vec<T, kVec> wv = load_vec(weight + v * kVec);
+      const Vec<T, kVec> xv = load_vec<kVec>(in_row + v * kVec);
+      const Vec<T, kVec> wv = load_vec<kVec>(weight + v * kVec);
       Vec<T, kVec> ov;
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         ov.v[e] = from_float<T>(to_float(xv.v[e]) * inv_rms *
                                 norm_weight<kGemma>(to_float(wv.v[e])));
       }
-      store_vec(out_row + v * kVec, ov);
+      store_vec<kVec>(out_row + v * kVec, ov);
     });
     for_each_strided<kHidden - kTailBegin, kThreads>(
         tid, [&](int i) { output_element(kTailBegin + i); });
@@ -92,23 +98,23 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
 }
 
 // One work-group per row: out[r] = rmsnorm(x[r]).
-template <typename T, int kHidden, int kThreads, bool kGemma>
+template <typename T, int kHidden, int kThreads, int kVec, bool kGemma>
 inline void rmsnorm(const T* x, int64_t x_row_stride, const T* weight, T* out,
                     int64_t out_row_stride, float eps) {
   const auto item = this_nd_item();
   const int64_t row = item.get_group(0);
-  rmsnorm_row<T, kHidden, kThreads, kGemma, false>(item, x + row * x_row_stride, nullptr,
+  rmsnorm_row<T, kHidden, kThreads, kVec, kGemma, false>(item, x + row * x_row_stride, nullptr,
                                                    weight, out + row * out_row_stride, eps);
 }
 
 // One work-group per row, in place: residual[r] += x[r]; x[r] = rmsnorm(residual[r]).
-template <typename T, int kHidden, int kThreads, bool kGemma>
+template <typename T, int kHidden, int kThreads, int kVec, bool kGemma>
 inline void fused_add_rmsnorm(T* x, int64_t x_row_stride, T* residual,
                               int64_t residual_row_stride, const T* weight, float eps) {
   const auto item = this_nd_item();
   const int64_t row = item.get_group(0);
   T* x_row = x + row * x_row_stride;
-  rmsnorm_row<T, kHidden, kThreads, kGemma, true>(
+  rmsnorm_row<T, kHidden, kThreads, kVec, kGemma, true>(
       item, x_row, residual + row * residual_row_stride, weight, x_row, eps);
 }
 

@@ -1,4 +1,4 @@
-"""sycl_kernels.__main__: the command line, `python -m sycl_kernels info|demo|cache|precompile`."""
+"""sycl_kernels.__main__: `python -m sycl_kernels info|demo|bench|cache|precompile`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import torch
 from tqdm import tqdm
 
 from . import _runtime
-from ._compare import Comparison, compare_all_ops, compare_rmsnorm
+from ._bench import ACTIVATION_OPS, ALL_OPS, HEAD_OPS, NORM_OPS, Result, measure
+from ._bench import run as run_bench
+from ._cases import activation_case, head_case, norm_case, timestep_case
 from ._devices import default_device, devices
 from .jit import aot, compile_inputs, stats
 from .jit.build import cached_or_compiled
@@ -49,22 +51,21 @@ def cmd_info(_: argparse.Namespace) -> int:
 
 
 # Largest |ours - torch| / (1 + |torch|) the demo accepts: both sides round.
-DEMO_TOLERANCE = {torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 4e-2}
+DEMO_TOLERANCE = {"fp32": 1e-3, "fp16": 2e-2, "bf16": 4e-2}
 
 
-def _print_table(title: str, rows: list[Comparison]) -> bool:
+def _print_table(title: str, rows: list[Result]) -> bool:
     header = (
-        f"{'op':<20} {'dtype':<9} {'shape':>22} {'sycl ms':>9} {'torch ms':>9} "
+        f"{'op':<20} {'dtype':<6} {'shape':>20} {'sycl ms':>9} {'torch ms':>9} "
         f"{'speedup':>8} {'max err':>9}"
     )
     print(f"\n{title}\n{header}\n{'-' * len(header)}")
     ok = True
-    for c in rows:
-        ok &= c.max_error <= DEMO_TOLERANCE[c.dtype]
+    for r in rows:
+        ok &= r.max_error <= DEMO_TOLERANCE[r.dtype]
         print(
-            f"{c.op:<20} {str(c.dtype).removeprefix('torch.'):<9} {c.shape:>22} "
-            f"{c.sycl_seconds * 1e3:>9.3f} {c.torch_seconds * 1e3:>9.3f} {c.speedup:>7.1f}x "
-            f"{c.max_error:>9.2e}"
+            f"{r.op:<20} {r.dtype:<6} {r.shape:>20} {r.sycl_us / 1e3:>9.3f} "
+            f"{r.torch_us / 1e3:>9.3f} {r.speedup:>7.1f}x {r.max_error:>9.2e}"
         )
     return ok
 
@@ -74,12 +75,37 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"sycl_kernels on {device} (SYCL device {_runtime.queue_for(device).device['name']})")
     print("max err: largest |ours - torch| / (1 + |torch|)")
     rms = [
-        compare_rmsnorm(dtype, rows, hidden, device, args.repeats)
+        measure(
+            "rmsnorm",
+            dtype,
+            f"{rows}x{hidden}",
+            norm_case("rmsnorm", dtype, device, rows, hidden),
+            device,
+        )
         for dtype in DEMO_DTYPES
         for rows, hidden in DEMO_SHAPES
     ]
     ok = _print_table("rmsnorm vs torch.nn.functional.rms_norm", rms)
-    every = compare_all_ops(torch.bfloat16, device, args.repeats)
+    bf16 = torch.bfloat16
+    every = [
+        *(
+            measure(op, bf16, "256x4096", norm_case(op, bf16, device, 256, 4096), device)
+            for op in NORM_OPS
+        ),
+        *(
+            measure(
+                op, bf16, "256x(32+8)x128", head_case(op, bf16, device, 256, 32, 8, 128), device
+            )
+            for op in HEAD_OPS
+        ),
+        *(
+            measure(op, bf16, "256x2*11008", activation_case(op, bf16, device, 256, 11008), device)
+            for op in ACTIVATION_OPS
+        ),
+        measure(
+            "timestep_embedding", torch.float32, "256x256", timestep_case(device, 256, 256), device
+        ),
+    ]
     ok &= _print_table("every op vs its torch eager form (bf16; timestep_embedding fp32)", every)
     s = stats()
     print(
@@ -90,6 +116,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("error above tolerance: results do not match torch", file=sys.stderr)
         return 1
     return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    unknown = set(args.ops) - set(ALL_OPS)
+    if unknown:
+        raise SystemExit(f"unknown ops: {', '.join(sorted(unknown))} (known: {', '.join(ALL_OPS)})")
+    return run_bench(tuple(args.ops), args.quick, args.json, args.plot)
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -138,9 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     info = commands.add_parser("info", help="runtime version, devices, compiler and paths")
     info.set_defaults(run=cmd_info)
-    demo = commands.add_parser("demo", help="rmsnorm vs torch: time and error for LLM shapes")
-    demo.add_argument("--repeats", type=int, default=20, help="timed calls per measurement")
+    demo = commands.add_parser("demo", help="every op vs torch: time and error at LLM shapes")
     demo.set_defaults(run=cmd_demo)
+    bench = commands.add_parser(
+        "bench", help="throughput, roofline, host overhead, compile latency"
+    )
+    bench.add_argument("--ops", nargs="+", default=list(ALL_OPS), help="ops to measure")
+    bench.add_argument("--quick", action="store_true", help="fewer shapes and dtypes (< 3 min)")
+    bench.add_argument("--json", type=Path, help="write the results as JSON here")
+    bench.add_argument("--plot", type=Path, help="write a PNG plot of GB/s vs size here")
+    bench.set_defaults(run=cmd_bench)
     cache = commands.add_parser("cache", help="the disk cache of compiled kernels")
     cache.add_argument("action", choices=("ls", "clear", "path"))
     cache.set_defaults(run=cmd_cache)

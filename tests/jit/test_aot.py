@@ -26,7 +26,9 @@ REPO_KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 @pytest.mark.wheel
 def test_every_manifest_variant_is_bundled() -> None:
     listed = {v.spec.name for v in read_manifest(REPO_KERNELS / "variants.toml")}
-    assert {f"rmsnorm_{d}_h4096" for d in ("fp32", "fp16", "bf16")} <= listed
+    assert {
+        f"rmsnorm_{d}_h4096_{t}" for d in ("fp32", "fp16", "bf16") for t in ("cpu", "gpu")
+    } <= listed
     assert set(aot.manifest()) == listed
     for entry in aot.manifest().values():
         assert (aot.AOT_DIR / entry["image"]).stat().st_size == entry["bytes"] > 0
@@ -41,7 +43,7 @@ def test_build_hash_equals_the_jit_hash_for_every_variant() -> None:
 
 
 def test_hash_changes_with_one_flag() -> None:
-    spec = rmsnorm_spec(BY_NAME["bf16"], 4096)
+    spec = rmsnorm_spec(BY_NAME["bf16"], 4096, "cpu")
     config = read_build_config()
     flagged = {**config, "device_options": [*config["device_options"], "-DSOMETHING=1"]}
     assert compile_inputs(spec).digest() != compile_inputs(spec, build_config=flagged).digest()
@@ -49,7 +51,7 @@ def test_hash_changes_with_one_flag() -> None:
 
 
 def test_hash_follows_included_headers_only(tmp_path: Path) -> None:
-    spec = rmsnorm_spec(BY_NAME["bf16"], 4096)
+    spec = rmsnorm_spec(BY_NAME["bf16"], 4096, "cpu")
     kernels = tmp_path / "kernels"
     shutil.copytree(KERNELS_DIR, kernels)
     original = compile_inputs(spec, kernels_dir=kernels).digest()
@@ -99,8 +101,8 @@ def _entry(copy: Path, name: str) -> dict:
 
 
 def _load_and_check(name_hidden: int) -> None:
-    """Loads rmsnorm_fp32_h<hidden> through the lookup and checks it computes rmsnorm."""
-    spec = rmsnorm_spec(BY_NAME["fp32"], name_hidden)
+    """Loads rmsnorm_fp32_h<hidden>_cpu through the lookup and checks it computes rmsnorm."""
+    spec = rmsnorm_spec(BY_NAME["fp32"], name_hidden, "cpu")
     queue = _runtime.cpu_queue()
     before = build.stats().compiles
     (kernel,) = build.load_kernels(
@@ -119,7 +121,7 @@ def _load_and_check(name_hidden: int) -> None:
 
 @pytest.mark.wheel
 def test_corrupt_image_falls_back_to_the_jit(aot_copy: Path) -> None:
-    image = aot_copy / _entry(aot_copy, "rmsnorm_fp32_h512")["image"]
+    image = aot_copy / _entry(aot_copy, "rmsnorm_fp32_h512_cpu")["image"]
     image.write_bytes(image.read_bytes()[:100])
     with pytest.warns(RuntimeWarning, match="corrupt"):
         _load_and_check(512)
@@ -127,7 +129,7 @@ def test_corrupt_image_falls_back_to_the_jit(aot_copy: Path) -> None:
 
 @pytest.mark.wheel
 def test_missing_image_falls_back_to_the_jit(aot_copy: Path) -> None:
-    (aot_copy / _entry(aot_copy, "rmsnorm_fp32_h1024")["image"]).unlink()
+    (aot_copy / _entry(aot_copy, "rmsnorm_fp32_h1024_cpu")["image"]).unlink()
     with pytest.warns(RuntimeWarning, match="unreadable"):
         _load_and_check(1024)
 
@@ -139,7 +141,7 @@ def test_image_that_fails_to_load_falls_back_to_the_jit(aot_copy: Path) -> None:
     manifest_file = aot_copy / aot.MANIFEST_NAME
     document = json.loads(manifest_file.read_text())
     for entry in document["variants"]:
-        if entry["name"] == "rmsnorm_fp32_h1536":
+        if entry["name"] == "rmsnorm_fp32_h1536_cpu":
             (aot_copy / entry["image"]).write_bytes(garbage)
             entry["sha256"] = hashlib.sha256(garbage).hexdigest()
     manifest_file.write_text(json.dumps(document))
@@ -156,7 +158,7 @@ def test_unreadable_manifest_is_ignored_with_a_warning(aot_copy: Path) -> None:
 
 @pytest.mark.wheel
 def test_mismatched_hash_is_skipped_quietly(aot_copy: Path) -> None:
-    spec = rmsnorm_spec(BY_NAME["fp32"], 2048)
+    spec = rmsnorm_spec(BY_NAME["fp32"], 2048, "cpu")
     assert aot.find_image(compile_inputs(spec)) is not None
     assert aot.find_image(compile_inputs(spec, runtime_version="0.0")) is None
 

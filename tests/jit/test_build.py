@@ -21,17 +21,19 @@ from tests import references
 
 
 def test_translation_unit_exports_one_named_kernel() -> None:
-    spec = rmsnorm_spec(BY_NAME["bf16"], 4096)
-    assert spec.name == "rmsnorm_bf16_h4096"
+    spec = rmsnorm_spec(BY_NAME["bf16"], 4096, "cpu")
+    assert spec.name == "rmsnorm_bf16_h4096_cpu"
     assert spec.signature == "plpplf"
     source = spec.translation_unit()
     assert '#include "norm/rmsnorm.hpp"' in source
-    assert "void rmsnorm_bf16_h4096(const sycl_kernels::bf16* x, int64_t x_row_stride" in source
-    assert "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096, 256, false>(x, x_row_stride" in source
+    assert "void rmsnorm_bf16_h4096_cpu(const sycl_kernels::bf16* x, int64_t x_row_stride" in source
+    assert (
+        "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096, 256, 1, false>(x, x_row_stride" in source
+    )
 
 
 def test_include_tree_follows_relative_includes() -> None:
-    headers = include_tree(rmsnorm_spec(BY_NAME["fp32"], 64).translation_unit())
+    headers = include_tree(rmsnorm_spec(BY_NAME["fp32"], 64, "cpu").translation_unit())
     assert set(headers) == {
         "norm/rmsnorm.hpp",
         "common/device.hpp",
@@ -50,7 +52,9 @@ def test_build_config_comes_from_cmake() -> None:
 
 
 def test_compiled_image_is_spirv() -> None:
-    image = compile_image(compile_inputs(rmsnorm_spec(BY_NAME["fp32"], 96)), _runtime.cpu_queue())
+    image = compile_image(
+        compile_inputs(rmsnorm_spec(BY_NAME["fp32"], 96, "cpu")), _runtime.cpu_queue()
+    )
     assert image[:4] == (0x07230203).to_bytes(4, "little")
 
 
@@ -83,8 +87,8 @@ def test_borrowed_queue_runs_a_kernel() -> None:
     assert borrowed.address == owned.address and not borrowed.blocking and owned.blocking
     x, weight = torch.randn(3, 256), torch.randn(256)
     out = torch.zeros_like(x)
-    kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256), borrowed)
-    kernel.launch(borrowed, 3 * 64, 64, x, 256, weight, out, 256, 1e-6)
+    kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256, "cpu"), borrowed)
+    kernel.launch(borrowed, 3 * 256, 256, x, 256, weight, out, 256, 1e-6)
     borrowed.wait()
     torch.testing.assert_close(out.double(), references.rmsnorm(x, weight, 1e-6))
 
@@ -102,15 +106,16 @@ def test_queue_for_xpu_uses_the_current_stream_queue(monkeypatch: pytest.MonkeyP
 
 def test_launch_checks_arguments() -> None:
     queue = _runtime.cpu_queue()
-    kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256), queue)
+    kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256, "cpu"), queue)
     x = torch.randn(1, 256)
     with pytest.raises(TypeError, match="expected 6 arguments, got 5"):
-        kernel.launch(queue, 64, 64, x, 256, x, x, 256)
+        kernel.launch(queue, 256, 256, x, 256, x, x, 256)
     with pytest.raises(TypeError, match="argument 1 must be an int"):
-        kernel.launch(queue, 64, 64, x, 2.5, x, x, 256, 1e-6)
+        kernel.launch(queue, 256, 256, x, 2.5, x, x, 256, 1e-6)
     with pytest.raises(TypeError, match=r"argument 0 must be a tensor \(DLPack\)"):
-        kernel.launch(queue, 64, 64, "x", 256, x, x, 256, 1e-6)
+        kernel.launch(queue, 256, 256, "x", 256, x, x, 256, 1e-6)
     with pytest.raises(ValueError, match="not a positive multiple of the work-group size"):
         kernel.launch(queue, 65, 64, x, 256, x, x, 256, 1e-6)
-    with pytest.raises(ValueError, match="compiled for work-groups of 64, launched with 32"):
-        kernel.launch(queue, 64, 32, x, 256, x, x, 256, 1e-6)
+    assert kernel.group_size == 256
+    with pytest.raises(ValueError, match="compiled for work-groups of 256, launched with 32"):
+        kernel.launch(queue, 256, 32, x, 256, x, x, 256, 1e-6)

@@ -27,9 +27,9 @@ UNCACHED_HIDDEN = 4004
 
 def _rmsnorm_checked(hidden: int) -> None:
     x, weight = torch.randn(3, hidden), torch.randn(hidden)
-    out = jit.get_kernel(rmsnorm_spec(BY_NAME["fp32"], hidden), _runtime.cpu_queue())
+    out = jit.get_kernel(rmsnorm_spec(BY_NAME["fp32"], hidden, "cpu"), _runtime.cpu_queue())
     got = torch.empty_like(x)
-    threads = rmsnorm_spec(BY_NAME["fp32"], hidden).group_size
+    threads = rmsnorm_spec(BY_NAME["fp32"], hidden, "cpu").group_size
     out.launch(_runtime.cpu_queue(), 3 * threads, threads, x, hidden, weight, got, hidden, 1e-6)
     torch.testing.assert_close(
         got.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(torch.float32)
@@ -76,7 +76,7 @@ def test_second_process_loads_from_disk(fresh_cache: Path) -> None:
     assert (first["compiles"], first["disk_hits"]) == (1, 0)
     assert (second["compiles"], second["disk_hits"]) == (0, 1)
     entries = disk_cache().entries()
-    assert [e.name for e in entries] == [f"rmsnorm_fp32_h{UNCACHED_HIDDEN}"]
+    assert [e.name for e in entries] == [f"rmsnorm_fp32_h{UNCACHED_HIDDEN}_cpu"]
 
 
 def test_eight_processes_compile_once(fresh_cache: Path, tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_in_memory_hit_touches_no_disk(monkeypatch) -> None:
 
 
 def test_a_held_entry_lock_does_not_block_other_entries(fresh_cache: Path) -> None:
-    blocked = rmsnorm_spec(BY_NAME["fp32"], UNCACHED_HIDDEN + 5)
+    blocked = rmsnorm_spec(BY_NAME["fp32"], UNCACHED_HIDDEN + 5, "cpu")
     digest = jit.compile_inputs(blocked).digest()
     done = threading.Event()
     with disk_cache().lock(blocked.name, digest):
@@ -175,7 +175,9 @@ def test_jit_disabled_names_the_variant(fresh_cache: Path) -> None:
         "    print(json.dumps({'error': str(e)}))\n"
     )
     result = _run(script, {"SYCL_KERNELS_JIT": "0"})
-    assert result["error"].startswith("SYCL_KERNELS_JIT=0 but rmsnorm_fp32_h4010 has no prebuilt")
+    assert result["error"].startswith(
+        "SYCL_KERNELS_JIT=0 but rmsnorm_fp32_h4010_cpu has no prebuilt"
+    )
 
 
 def test_verbose_logs_compiles(fresh_cache: Path) -> None:
@@ -191,7 +193,7 @@ def test_verbose_logs_compiles(fresh_cache: Path) -> None:
         env={**os.environ, "SYCL_KERNELS_VERBOSE": "1"},
     )
     assert result.returncode == 0, result.stderr
-    assert "sycl_kernels: compiled rmsnorm_fp32_h4011 in" in result.stderr
+    assert "sycl_kernels: compiled rmsnorm_fp32_h4011_cpu in" in result.stderr
 
 
 def test_bad_env_values_are_rejected(monkeypatch) -> None:

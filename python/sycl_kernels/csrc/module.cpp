@@ -104,6 +104,37 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
 }  // namespace
 }  // namespace sycl_kernels
 
+// A C entry point for the benchmark's ctypes-style launch (the binding style of
+// peers): raw queue and kernel addresses and an array of argument addresses, no
+// Python objects and no checks. Returns 0, or 1 if the launch threw.
+extern "C" NB_EXPORT int sycl_kernels_launch_raw(uintptr_t queue_address, uintptr_t kernel_address,
+                                                 size_t global_size, size_t local_size,
+                                                 int wait, const void* const* args) {
+  using namespace sycl_kernels;
+  try {
+    const Kernel& kernel = *reinterpret_cast<const Kernel*>(kernel_address);
+    const std::string& signature = kernel.signature();
+    std::vector<KernelArg> converted(signature.size());
+    for (size_t i = 0; i < signature.size(); ++i) {
+      KernelArg& a = converted[i];
+      a.kind = signature[i];
+      switch (a.kind) {
+        case 'p': a.p = *static_cast<void* const*>(args[i]); break;
+        case 'i': a.i = *static_cast<const int32_t*>(args[i]); break;
+        case 'l': a.l = *static_cast<const int64_t*>(args[i]); break;
+        case 'f': a.f = *static_cast<const float*>(args[i]); break;
+        default: a.d = *static_cast<const double*>(args[i]); break;
+      }
+    }
+    const Queue queue = Queue::borrow(queue_address);
+    kernel.launch(queue, global_size, local_size, converted);
+    if (wait) queue.get().wait_and_throw();
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
 NB_MODULE(_C, m) {
   using namespace sycl_kernels;
   m.doc() = "sycl_kernels host module: device compiler, queues and kernel launches";
@@ -175,6 +206,7 @@ NB_MODULE(_C, m) {
       .def_prop_ro("name", &Kernel::name)
       .def_prop_ro("signature", &Kernel::signature)
       .def_prop_ro("group_size", &Kernel::group_size)
+      .def_prop_ro("address", [](const Kernel& k) { return reinterpret_cast<uintptr_t>(&k); })
       .def(
           "launch",
           [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,

@@ -10,7 +10,8 @@ from .spec import KernelSpec, Param, row_group_size
 
 @functools.cache
 def timestep_embedding_spec(dim: int) -> KernelSpec:
-    threads = row_group_size(BY_NAME["fp32"], max(1, dim // 2))
+    # No vector accesses, so one tuning serves both device classes.
+    threads = row_group_size(BY_NAME["fp32"], max(1, dim // 2), "gpu")
     return KernelSpec(
         name=f"timestep_embedding_fp32_d{dim}",
         header="diffusion/timestep_embedding.hpp",

@@ -22,19 +22,23 @@ else:
     import tomli as tomllib
 
 
-def _act_and_mul_spec(op: str, dtype: str, dim: int) -> KernelSpec:
-    return act_and_mul_spec(op, BY_NAME[dtype], dim)
+def _act_and_mul_spec(op: str, dtype: str, dim: int, tuned_for: str) -> KernelSpec:
+    return act_and_mul_spec(op, BY_NAME[dtype], dim, tuned_for)
 
 
 # Op name in the manifest -> spec factory taking the manifest's keys as arguments.
 SPEC_FACTORIES: dict[str, Callable[..., KernelSpec]] = {
-    "rmsnorm": lambda dtype, hidden: rmsnorm_spec(BY_NAME[dtype], hidden),
-    "gemma_rmsnorm": lambda dtype, hidden: rmsnorm_spec(BY_NAME[dtype], hidden, gemma=True),
-    "fused_add_rmsnorm": lambda dtype, hidden: fused_add_rmsnorm_spec(BY_NAME[dtype], hidden),
-    "gemma_fused_add_rmsnorm": lambda dtype, hidden: fused_add_rmsnorm_spec(
-        BY_NAME[dtype], hidden, gemma=True
+    "rmsnorm": lambda dtype, hidden, tuned_for: rmsnorm_spec(BY_NAME[dtype], hidden, tuned_for),
+    "gemma_rmsnorm": lambda dtype, hidden, tuned_for: rmsnorm_spec(
+        BY_NAME[dtype], hidden, tuned_for, gemma=True
     ),
-    "qknorm": lambda dtype, head_dim: qknorm_spec(BY_NAME[dtype], head_dim),
+    "fused_add_rmsnorm": lambda dtype, hidden, tuned_for: fused_add_rmsnorm_spec(
+        BY_NAME[dtype], hidden, tuned_for
+    ),
+    "gemma_fused_add_rmsnorm": lambda dtype, hidden, tuned_for: fused_add_rmsnorm_spec(
+        BY_NAME[dtype], hidden, tuned_for, gemma=True
+    ),
+    "qknorm": lambda dtype, head_dim, tuned_for: qknorm_spec(BY_NAME[dtype], head_dim, tuned_for),
     "rope": lambda dtype, head_dim, rotary_dim, style, positions, store_kv: rope_spec(
         BY_NAME[dtype], head_dim, rotary_dim, style == "neox", positions, store_kv
     ),

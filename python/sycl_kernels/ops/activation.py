@@ -9,6 +9,7 @@ import torch
 from .. import _runtime
 from ..jit import get_kernel
 from ..jit.activation import act_and_mul_spec
+from ..jit.spec import tuning_for
 from ._checks import (
     as_rows,
     check_float_dtype,
@@ -26,7 +27,7 @@ def _launch(op: str, x: torch.Tensor, out: torch.Tensor) -> None:
     x_rows = as_rows(op, "x", x, 2 * dim)
     out_rows = as_rows(op, "out", out, dim)
     queue = _runtime.queue_for(x.device)
-    spec = act_and_mul_spec(op, check_float_dtype(op, "x", x), dim)
+    spec = act_and_mul_spec(op, check_float_dtype(op, "x", x), dim, tuning_for(x.device.type))
     get_kernel(spec, queue).launch(
         queue,
         x_rows.shape[0] * spec.group_size,

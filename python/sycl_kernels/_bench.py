@@ -1,0 +1,386 @@
+"""sycl_kernels._bench: `python -m sycl_kernels bench`, every op against torch and the roofline.
+
+Four measurements, each side by side in one run (the machine may be shared):
+throughput of every op at LLM shapes against its torch eager form, as GB/s and as
+a fraction of a SYCL copy kernel's bandwidth on the same device; the per-call
+host cost of tiny calls (our op, torch's, and a ctypes launch of the same
+kernel); and the latency of getting a kernel (cold compile, disk, memory, AOT).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from . import _runtime, jit, ops
+from ._cases import Case, activation_case, head_case, norm_case, timestep_case
+from ._timing import median_seconds
+
+NORM_OPS = ("rmsnorm", "gemma_rmsnorm", "fused_add_rmsnorm")
+HEAD_OPS = ("qknorm", "apply_rope")
+ACTIVATION_OPS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
+ALL_OPS = (*NORM_OPS, *HEAD_OPS, *ACTIVATION_OPS, "timestep_embedding")
+DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+# Enough calls for a stable median, few enough for slow torch shapes.
+_TARGET_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class Result:
+    op: str
+    dtype: str
+    shape: str
+    bytes_moved: int
+    sycl_us: float
+    torch_us: float
+    max_error: float
+    """Largest |ours - torch| / (1 + |torch|) after one call of each."""
+
+    @property
+    def speedup(self) -> float:
+        return self.torch_us / self.sycl_us
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes_moved / self.sycl_us / 1e3
+
+
+def _repeats(fn: Callable[[], object], device: torch.device) -> int:
+    start = time.perf_counter()
+    fn()
+    if device.type == "xpu":
+        torch.xpu.synchronize(device)
+    once = time.perf_counter() - start
+    return int(min(50, max(3, _TARGET_SECONDS / max(once, 1e-6))))
+
+
+def measure(op: str, dtype: torch.dtype, shape: str, case: Case, device: torch.device) -> Result:
+    ours, theirs = case.ours().double(), case.theirs().double()
+    error = ((ours - theirs).abs() / (1 + theirs.abs())).max().item()
+    # Interleaved per case, so both see the same machine load.
+    sycl = median_seconds(case.ours, device, repeats=_repeats(case.ours, device))
+    ref = median_seconds(case.theirs, device, repeats=_repeats(case.theirs, device))
+    return Result(op, DTYPE_NAMES[dtype], shape, case.bytes_moved, sycl * 1e6, ref * 1e6, error)
+
+
+def throughput_plan(
+    selected: tuple[str, ...], quick: bool
+) -> Iterator[tuple[str, torch.dtype, str, Callable[[torch.device], Case]]]:
+    tokens = (16, 4096) if quick else (1, 16, 256, 4096)
+    hidden = (4096,) if quick else (2048, 4096, 8192)
+    heads = ((32, 8),) if quick else ((32, 8), (8, 8))
+    dtypes = (
+        (torch.bfloat16, torch.float32) if quick else (torch.float16, torch.bfloat16, torch.float32)
+    )
+    for op in selected:
+        for dtype in dtypes if op != "timestep_embedding" else (torch.float32,):
+            for t in tokens:
+                if op in NORM_OPS:
+                    for h in hidden:
+                        yield (
+                            op,
+                            dtype,
+                            f"{t}x{h}",
+                            lambda d, op=op, dtype=dtype, t=t, h=h: norm_case(op, dtype, d, t, h),
+                        )
+                elif op in HEAD_OPS:
+                    for q, kv in heads:
+                        yield (
+                            op,
+                            dtype,
+                            f"{t}x({q}+{kv})x128",
+                            lambda d, op=op, dtype=dtype, t=t, q=q, kv=kv: head_case(
+                                op, dtype, d, t, q, kv, 128
+                            ),
+                        )
+                elif op in ACTIVATION_OPS:
+                    for h in hidden:
+                        yield (
+                            op,
+                            dtype,
+                            f"{t}x2*{h}",
+                            lambda d, op=op, dtype=dtype, t=t, h=h: activation_case(
+                                op, dtype, d, t, h
+                            ),
+                        )
+                else:
+                    yield op, dtype, f"{t}x256", lambda d, t=t: timestep_case(d, t, 256)
+
+
+COPY_SOURCE = """
+#include "common/device.hpp"
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
+void copy_fp32(const float* in, float* out, int64_t n) {
+  const int64_t i = sycl_kernels::this_nd_item().get_global_id(0);
+  if (i < n) out[i] = in[i];
+}
+"""
+
+
+def copy_bandwidth(device: torch.device, megabytes: int) -> tuple[float, float]:
+    """(SYCL copy kernel GB/s, torch copy_ GB/s), read + write counted, side by side."""
+    n = megabytes * (1 << 20) // 4
+    src = torch.randn(n, device=device)
+    dst = torch.empty_like(src)
+    module = jit.load("bench_copy", source=COPY_SOURCE)
+    groups = (n + 255) // 256
+    sycl = median_seconds(
+        lambda: module.launch("copy_fp32", groups, 256, src, dst, n), device, repeats=10
+    )
+    if not torch.equal(src, dst):
+        raise RuntimeError("the copy kernel did not copy")
+    ref = median_seconds(lambda: dst.copy_(src), device, repeats=10)
+    return 2 * n * 4 / sycl / 1e9, 2 * n * 4 / ref / 1e9
+
+
+def host_overhead(repeats: int) -> dict[str, float]:
+    """Microseconds per call of a 1 x 64 fp32 rmsnorm, by path."""
+    x, w = torch.randn(1, 64), torch.randn(64)
+    out = torch.empty_like(x)
+    queue = _runtime.cpu_queue()
+    from ._dtypes import BY_NAME
+    from .jit.norm import rmsnorm_spec
+
+    spec = rmsnorm_spec(BY_NAME["fp32"], 64, "cpu")
+    kernel = jit.get_kernel(spec, queue)
+    group = spec.group_size
+
+    raw = ctypes.CDLL(_runtime.host_module().__file__).sycl_kernels_launch_raw
+    raw.argtypes = [
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_void_p,
+    ]
+    raw.restype = ctypes.c_int
+    values = [
+        ctypes.c_void_p(x.data_ptr()),
+        ctypes.c_int64(64),
+        ctypes.c_void_p(w.data_ptr()),
+        ctypes.c_void_p(out.data_ptr()),
+        ctypes.c_int64(64),
+        ctypes.c_float(1e-6),
+    ]
+    addresses = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+
+    def ctypes_launch() -> None:
+        # As a ctypes binding does it: fresh pointers from the tensors every call.
+        values[0].value, values[2].value, values[3].value = (
+            x.data_ptr(),
+            w.data_ptr(),
+            out.data_ptr(),
+        )
+        if raw(queue.address, kernel.address, group, group, 1, addresses) != 0:
+            raise RuntimeError("raw launch failed")
+
+    paths = {
+        "sycl_kernels.rmsnorm": lambda: ops.rmsnorm(x, w, 1e-6, out=out),
+        "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, 1e-6),
+        "Kernel.launch (nanobind, DLPack)": lambda: kernel.launch(
+            queue, group, group, x, 64, w, out, 64, 1e-6
+        ),
+        "ctypes launch (raw pointers)": ctypes_launch,
+    }
+    ctypes_launch()
+    if not torch.allclose(out, torch.nn.functional.rms_norm(x, (64,), w, 1e-6), atol=1e-5):
+        raise RuntimeError("the ctypes launch computed something else")
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(5):
+        for name, fn in paths.items():
+            start = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+            samples[name].append((time.perf_counter() - start) / repeats * 1e6)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+_FIRST_CALL = """
+import json, sys, time, torch, sycl_kernels
+from sycl_kernels import _runtime
+_runtime.cpu_queue()
+x, w = torch.randn(8, {hidden}), torch.randn({hidden})
+start = time.perf_counter()
+sycl_kernels.rmsnorm(x, w)
+first = time.perf_counter() - start
+print(json.dumps({{"seconds": first, **vars(sycl_kernels.jit.stats())}}))
+"""
+
+
+def compile_latency(runs: int) -> dict[str, float]:
+    """Milliseconds to a kernel's first result, by where it comes from (fresh processes)."""
+
+    def first_call(hidden: int, cache: str) -> dict:
+        result = subprocess.run(
+            [sys.executable, "-c", _FIRST_CALL.format(hidden=hidden)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "SYCL_KERNELS_CACHE_DIR": cache},
+        )
+        return json.loads(result.stdout)
+
+    cold, warm, aot = [], [], []
+    for run in range(runs):
+        with tempfile.TemporaryDirectory() as cache:
+            hidden = 4000 + 2 * run  # not bundled, not cached
+            c = first_call(hidden, cache)
+            w = first_call(hidden, cache)
+            a = first_call(4096, cache)
+            if (c["compiles"], w["disk_hits"], a["aot_loads"]) != (1, 1, 1):
+                raise RuntimeError(f"unexpected kernel sources: {c}, {w}, {a}")
+            cold.append(c["seconds"])
+            warm.append(w["seconds"])
+            aot.append(a["seconds"])
+    queue = _runtime.cpu_queue()
+    from ._dtypes import BY_NAME
+    from .jit.norm import rmsnorm_spec
+
+    spec = rmsnorm_spec(BY_NAME["fp32"], 4096, "cpu")
+    jit.get_kernel(spec, queue)
+    n = 100_000
+    start = time.perf_counter()
+    for _ in range(n):
+        jit.get_kernel(spec, queue)
+    hit = (time.perf_counter() - start) / n
+    return {
+        "cold JIT compile (first call)": statistics.median(cold) * 1e3,
+        "disk cache (first call)": statistics.median(warm) * 1e3,
+        "AOT image (first call)": statistics.median(aot) * 1e3,
+        "in-memory hit (per lookup)": hit * 1e3,
+    }
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def throughput_table(results: list[Result], copy_gbps: float) -> str:
+    rows = [
+        [
+            r.op,
+            r.dtype,
+            r.shape,
+            f"{r.sycl_us:.1f}",
+            f"{r.torch_us:.1f}",
+            f"{r.speedup:.2f}x",
+            f"{r.gbps:.1f}",
+            f"{r.gbps / copy_gbps:.0%}",
+            f"{r.max_error:.1e}",
+        ]
+        for r in results
+    ]
+    headers = [
+        "op",
+        "dtype",
+        "shape",
+        "sycl us",
+        "torch us",
+        "speedup",
+        "GB/s",
+        "of copy",
+        "max err",
+    ]
+    return _table(headers, rows)
+
+
+def plot(results: list[Result], copy_gbps: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    op_names = list(dict.fromkeys(r.op for r in results))
+    columns = min(3, len(op_names))
+    rows = (len(op_names) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
+    for ax, op in zip(axes.flat, op_names, strict=False):
+        for dtype in dict.fromkeys(r.dtype for r in results if r.op == op):
+            points = sorted(
+                (r.bytes_moved, r.gbps, r.bytes_moved / r.torch_us / 1e3)
+                for r in results
+                if r.op == op and r.dtype == dtype
+            )
+            sizes = [p[0] for p in points]
+            line = ax.plot(sizes, [p[1] for p in points], marker="o", label=f"sycl {dtype}")[0]
+            ax.plot(
+                sizes,
+                [p[2] for p in points],
+                marker="x",
+                linestyle="--",
+                color=line.get_color(),
+                alpha=0.6,
+                label=f"torch {dtype}",
+            )
+        ax.axhline(copy_gbps, color="black", linewidth=1, label="SYCL copy")
+        ax.set_xscale("log")
+        ax.set_title(op)
+        ax.set_xlabel("bytes moved")
+        ax.set_ylabel("GB/s")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(op_names) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(
+    selected: tuple[str, ...], quick: bool, json_path: Path | None, plot_path: Path | None
+) -> int:
+    device = torch.device("cpu")
+    name = _runtime.cpu_queue().device["name"]
+    print(f"# sycl_kernels bench on the SYCL CPU device ({name}), {'quick' if quick else 'full'}\n")
+    copy_gbps, torch_copy_gbps = copy_bandwidth(device, 64 if quick else 256)
+    print(
+        f"Roofline: SYCL copy kernel {copy_gbps:.1f} GB/s "
+        f"(torch copy_ {torch_copy_gbps:.1f} GB/s)\n"
+    )
+    results = []
+    plan = list(throughput_plan(selected, quick))
+    for index, (op, dtype, shape, build) in enumerate(plan, 1):
+        print(
+            f"\r{index}/{len(plan)} {op} {DTYPE_NAMES[dtype]} {shape}".ljust(60),
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+        results.append(measure(op, dtype, shape, build(device), device))
+    print(file=sys.stderr)
+    print("## Throughput (median per call; bytes: each tensor read or written once)\n")
+    print(throughput_table(results, copy_gbps))
+    overhead = host_overhead(200 if quick else 2000)
+    print("\n## Host overhead: 1 x 64 fp32 rmsnorm, microseconds per call\n")
+    print(_table(["path", "us/call"], [[k, f"{v:.1f}"] for k, v in overhead.items()]))
+    latency = compile_latency(1 if quick else 3)
+    print("\n## Getting a kernel (rmsnorm fp32), milliseconds\n")
+    print(_table(["source", "ms"], [[k, f"{v:.4g}"] for k, v in latency.items()]))
+    if json_path is not None:
+        document = {
+            "device": name,
+            "quick": quick,
+            "copy_gbps": copy_gbps,
+            "torch_copy_gbps": torch_copy_gbps,
+            "throughput": [{**asdict(r), "speedup": r.speedup, "gbps": r.gbps} for r in results],
+            "host_overhead_us": overhead,
+            "kernel_latency_ms": latency,
+        }
+        json_path.write_text(json.dumps(document, indent=1) + "\n")
+    if plot_path is not None:
+        plot(results, copy_gbps, plot_path)
+    return 0

@@ -1,0 +1,159 @@
+"""sycl_kernels._cases: each op and its torch eager form on the same tensors, for demo and bench.
+
+A Case holds two callables over shared inputs (ours, torch's), the bytes the op
+must move (each tensor read or written once) and the tolerance of comparing them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from . import ops
+
+
+@dataclass(frozen=True)
+class Case:
+    ours: Callable[[], torch.Tensor]
+    theirs: Callable[[], torch.Tensor]
+    bytes_moved: int
+
+
+def _bytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6)
+
+
+def _randn(*shape: int, dtype: torch.dtype, device: torch.device, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+
+
+def norm_case(op: str, dtype: torch.dtype, device: torch.device, tokens: int, hidden: int) -> Case:
+    x = _randn(tokens, hidden, dtype=dtype, device=device, seed=1)
+    w = _randn(hidden, dtype=dtype, device=device, seed=2)
+    out = torch.empty_like(x)
+    if op == "rmsnorm":
+        return Case(lambda: ops.rmsnorm(x, w, out=out), lambda: _rms(x, w), _bytes(x, w, out))
+    if op == "gemma_rmsnorm":
+        # Gemma's eager form: the norm scaled by (1 + weight).
+        return Case(
+            lambda: ops.gemma_rmsnorm(x, w, out=out), lambda: _rms(x, 1 + w), _bytes(x, w, out)
+        )
+    residual = _randn(tokens, hidden, dtype=dtype, device=device, seed=3)
+    x_ours, r_ours, x_theirs, r_theirs = x.clone(), residual.clone(), x.clone(), residual.clone()
+
+    def ours() -> torch.Tensor:
+        ops.fused_add_rmsnorm(x_ours, r_ours, w)
+        return x_ours
+
+    def theirs() -> torch.Tensor:
+        r_theirs.add_(x_theirs)
+        x_theirs.copy_(_rms(r_theirs, w))
+        return x_theirs
+
+    return Case(ours, theirs, _bytes(x, residual, w, x, residual))
+
+
+def rope_cache(max_position: int, rotary_dim: int, device: torch.device) -> torch.Tensor:
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+    angles = torch.arange(max_position, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return torch.cat([angles.cos(), angles.sin()], dim=-1).float().to(device)
+
+
+def head_case(
+    op: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    tokens: int,
+    q_heads: int,
+    kv_heads: int,
+    head_dim: int,
+) -> Case:
+    """qknorm or apply_rope on q and k viewed from one fused qkv tensor."""
+    width = (q_heads + 2 * kv_heads) * head_dim
+    qkv = _randn(tokens, width, dtype=dtype, device=device, seed=4)
+    split = (q_heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
+
+    def views(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k, _ = t.split(split, dim=-1)
+        return q.view(tokens, q_heads, head_dim), k.view(tokens, kv_heads, head_dim)
+
+    ours_qkv, theirs_qkv = qkv.clone(), qkv.clone()
+    q_ours, k_ours = views(ours_qkv)
+    q_theirs, k_theirs = views(theirs_qkv)
+    moved = 2 * _bytes(q_ours, k_ours)
+    if op == "qknorm":
+        wq = _randn(head_dim, dtype=dtype, device=device, seed=5)
+        wk = _randn(head_dim, dtype=dtype, device=device, seed=6)
+
+        def ours() -> torch.Tensor:
+            ops.qknorm(q_ours, k_ours, wq, wk)
+            return ours_qkv
+
+        def theirs() -> torch.Tensor:
+            q_theirs.copy_(_rms(q_theirs, wq))
+            k_theirs.copy_(_rms(k_theirs, wk))
+            return theirs_qkv
+
+        return Case(ours, theirs, moved + _bytes(wq, wk))
+
+    g = torch.Generator().manual_seed(7)
+    positions = torch.randint(0, 8192, (tokens,), generator=g).to(device)
+    cache = rope_cache(8192, head_dim, device)
+    half = head_dim // 2
+
+    def ours() -> torch.Tensor:
+        ops.apply_rope(positions, q_ours, k_ours, cache, True)
+        return ours_qkv
+
+    def theirs() -> torch.Tensor:
+        # vLLM's rotary forward_native, NeoX style, in place on the same views.
+        cos, sin = cache[positions].to(dtype).chunk(2, dim=-1)
+        cos, sin = cos[:, None], sin[:, None]
+        for t in (q_theirs, k_theirs):
+            a, b = t[..., :half], t[..., half:]
+            t.copy_(torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1))
+        return theirs_qkv
+
+    return Case(ours, theirs, moved + _bytes(positions) + tokens * head_dim * 4)
+
+
+_TORCH_ACTIVATIONS = {
+    "silu_and_mul": torch.nn.functional.silu,
+    "gelu_and_mul": torch.nn.functional.gelu,
+    "gelu_tanh_and_mul": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
+}
+
+
+def activation_case(
+    op: str, dtype: torch.dtype, device: torch.device, tokens: int, dim: int
+) -> Case:
+    x = _randn(tokens, 2 * dim, dtype=dtype, device=device, seed=8)
+    out = torch.empty(tokens, dim, dtype=dtype, device=device)
+    act = _TORCH_ACTIVATIONS[op]
+    return Case(
+        lambda: getattr(ops, op)(x, out=out),
+        lambda: act(x[:, :dim]) * x[:, dim:],
+        _bytes(x, out),
+    )
+
+
+def timestep_case(device: torch.device, n: int, dim: int) -> Case:
+    t = (torch.rand(n, generator=torch.Generator().manual_seed(9)) * 1000).to(device)
+
+    def theirs() -> torch.Tensor:
+        # diffusers' get_timestep_embedding with its defaults.
+        half = dim // 2
+        exponent = -math.log(10000) * torch.arange(half, dtype=torch.float32, device=device)
+        emb = torch.exp(exponent / (half - 1.0))
+        emb = t[:, None].float() * emb[None, :]
+        return torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
+
+    return Case(lambda: ops.timestep_embedding(t, dim), theirs, _bytes(t) + n * dim * 4)
