@@ -112,7 +112,7 @@ def test_launch_checks_arguments() -> None:
         kernel.launch(queue, 256, 256, x, 256, x, x, 256)
     with pytest.raises(TypeError, match="argument 1 must be an int"):
         kernel.launch(queue, 256, 256, x, 2.5, x, x, 256, 1e-6)
-    with pytest.raises(TypeError, match=r"argument 0 must be a tensor \(DLPack\)"):
+    with pytest.raises(TypeError, match=r"argument 0 must be a tensor \(DLPack\) or an address"):
         kernel.launch(queue, 256, 256, "x", 256, x, x, 256, 1e-6)
     with pytest.raises(ValueError, match="not a positive multiple of the work-group size"):
         kernel.launch(queue, 65, 64, x, 256, x, x, 256, 1e-6)

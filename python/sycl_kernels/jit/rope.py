@@ -7,8 +7,8 @@ import functools
 from .._dtypes import DType
 from .spec import KernelSpec, Param
 
-# Work-items per token; the pairs of all heads are spread over them.
-ROPE_GROUP_SIZE = 128
+# Work-items per head: one per rotated pair, at most this many.
+_MAX_GROUP_SIZE = 64
 
 POSITION_TYPES = {"i32": "int32_t", "i64": "int64_t"}
 
@@ -37,6 +37,7 @@ def rope_spec(
             Param("out_loc", "const int64_t*"),
         ]
     style = "neox" if neox else "gptj"
+    threads = min(_MAX_GROUP_SIZE, 1 << (rotary_dim // 2 - 1).bit_length())
     return KernelSpec(
         name=(
             f"rope{'_kv' if store_kv else ''}_{dtype.short_name}_d{head_dim}_r{rotary_dim}"
@@ -50,6 +51,8 @@ def rope_spec(
             str(head_dim),
             str(rotary_dim),
             str(neox).lower(),
+            str(threads),
         ),
         params=tuple(params),
+        group_size=threads,
     )

@@ -32,9 +32,9 @@ def _launch(op: str, x: torch.Tensor, out: torch.Tensor) -> None:
         queue,
         x_rows.shape[0] * spec.group_size,
         spec.group_size,
-        x_rows,
+        x_rows.data_ptr(),
         x_rows.stride(0),
-        out_rows,
+        out_rows.data_ptr(),
         out_rows.stride(0),
     )
 

@@ -6,7 +6,7 @@ import torch
 
 from .. import _runtime
 from ..jit import get_kernel
-from ..jit.rope import ROPE_GROUP_SIZE, rope_spec
+from ..jit.rope import rope_spec
 from ._checks import (
     check_float_dtype,
     check_same,
@@ -43,12 +43,14 @@ def _launch_rope(
         _POSITION_DTYPES[positions.dtype],
         kv is not None,
     )
-    args: list[object] = [positions, q, q.stride(0), num_q_heads, k, k.stride(0), k.shape[1]]
-    args.append(cos_sin_cache)
+    args: list[object] = [positions.data_ptr(), q.data_ptr(), q.stride(0), num_q_heads]
+    args += [k.data_ptr(), k.stride(0), k.shape[1], cos_sin_cache.data_ptr()]
     if kv is not None:
         v, k_cache, v_cache, out_loc = kv
-        args += [v, v.stride(0), k_cache, v_cache, out_loc]
-    get_kernel(spec, queue).launch(queue, tokens * ROPE_GROUP_SIZE, ROPE_GROUP_SIZE, *args)
+        args += [v.data_ptr(), v.stride(0), k_cache.data_ptr(), v_cache.data_ptr()]
+        args.append(out_loc.data_ptr())
+    groups = tokens * (num_q_heads + k.shape[1])
+    get_kernel(spec, queue).launch(queue, groups * spec.group_size, spec.group_size, *args)
 
 
 def _check_range(
