@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -62,3 +63,41 @@ def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
         line for line in lines if line.split()[:1] == ["rmsnorm"] and line.split()[1] in dtypes
     ]
     assert len(rms_rows) == 12 + 1
+
+
+def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    out = _cli(
+        "bench",
+        "--quick",
+        "--ops",
+        "rmsnorm",
+        "timestep_embedding",
+        "--json",
+        str(report),
+        cache=tmp_path / "cache",
+    ).stdout
+    assert "Roofline: SYCL copy kernel" in out and "## Host overhead" in out
+    document = json.loads(report.read_text())
+    assert document["copy_gbps"] > 0
+    rows = document["throughput"]
+    assert {r["op"] for r in rows} == {"rmsnorm", "timestep_embedding"}
+    assert len(rows) == 2 * 2 + 2  # rmsnorm: 2 dtypes x 2 token counts; timestep: fp32 x 2
+    assert all(r["sycl_us"] > 0 and r["torch_us"] > 0 and r["max_error"] < 5e-2 for r in rows)
+    assert set(document["host_overhead_us"]) == {
+        "sycl_kernels.rmsnorm",
+        "torch rms_norm",
+        "Kernel.launch (nanobind, DLPack)",
+        "ctypes launch (raw pointers)",
+    }
+    assert len(document["kernel_latency_ms"]) == 4
+
+
+def test_bench_rejects_unknown_ops(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sycl_kernels", "bench", "--ops", "softmax"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0 and "unknown ops: softmax" in result.stderr

@@ -87,6 +87,20 @@ def queue_for(device: torch.device):
     """The queue for tensors on `device`: the CPU queue, or the current XPU stream's."""
     if device.type == "cpu":
         return cpu_queue()
+    return _xpu_queue(device)
+
+
+def queue_of(t: torch.Tensor):
+    """queue_for(t.device), without building t.device for a CPU tensor (the hot path)."""
+    return cpu_queue() if t.is_cpu else _xpu_queue(t.device)
+
+
+def tuning_of(t: torch.Tensor) -> str:
+    """The kernel tuning for a tensor's device class (kernels/common/vec.hpp): cpu or gpu."""
+    return "cpu" if t.is_cpu else "gpu"
+
+
+def _xpu_queue(device: torch.device):
     import torch
 
     return _borrowed_queue(torch.xpu.current_stream(device).sycl_queue)

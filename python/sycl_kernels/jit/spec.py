@@ -78,11 +78,6 @@ class KernelSpec:
 TUNINGS = ("cpu", "gpu")
 
 
-def tuning_for(device_type: str) -> str:
-    """The tuning of kernels run on a torch device type: "cpu" for cpu, else "gpu"."""
-    return "cpu" if device_type == "cpu" else "gpu"
-
-
 def vec_width(dtype: DType, tuned_for: str) -> int:
     """Elements a work-item moves per access (kernels/common/vec.hpp says why)."""
     return 1 if tuned_for == "cpu" else 16 // dtype.size

@@ -9,7 +9,6 @@ import torch
 from .. import _runtime
 from ..jit import get_kernel
 from ..jit.activation import act_and_mul_spec
-from ..jit.spec import tuning_for
 from ._checks import (
     as_rows,
     check_float_dtype,
@@ -26,8 +25,8 @@ def _launch(op: str, x: torch.Tensor, out: torch.Tensor) -> None:
     dim = x.shape[-1] // 2
     x_rows = as_rows(op, "x", x, 2 * dim)
     out_rows = as_rows(op, "out", out, dim)
-    queue = _runtime.queue_for(x.device)
-    spec = act_and_mul_spec(op, check_float_dtype(op, "x", x), dim, tuning_for(x.device.type))
+    queue = _runtime.queue_of(x)
+    spec = act_and_mul_spec(op, check_float_dtype(op, "x", x), dim, _runtime.tuning_of(x))
     get_kernel(spec, queue).launch(
         queue,
         x_rows.shape[0] * spec.group_size,

@@ -22,7 +22,7 @@ def _launch(
     if t.shape[0] == 0:
         return out
     timesteps = t.to(torch.float32).contiguous()
-    queue = _runtime.queue_for(t.device)
+    queue = _runtime.queue_of(t)
     spec = timestep_embedding_spec(dim)
     get_kernel(spec, queue).launch(
         queue,

@@ -12,7 +12,6 @@ import torch
 from .. import _runtime
 from ..jit import get_kernel
 from ..jit.norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
-from ..jit.spec import tuning_for
 from ._checks import (
     as_rows,
     check_eps,
@@ -54,8 +53,8 @@ def _launch_rmsnorm(
     hidden = x.shape[-1]
     x_rows = as_rows(op, "x", x, hidden)
     out_rows = as_rows(op, "out", out, hidden)
-    queue = _runtime.queue_for(x.device)
-    spec = rmsnorm_spec(check_float_dtype(op, "x", x), hidden, tuning_for(x.device.type), gemma)
+    queue = _runtime.queue_of(x)
+    spec = rmsnorm_spec(check_float_dtype(op, "x", x), hidden, _runtime.tuning_of(x), gemma)
     get_kernel(spec, queue).launch(
         queue,
         x_rows.shape[0] * spec.group_size,
@@ -77,9 +76,9 @@ def _launch_fused_add_rmsnorm(
     hidden = x.shape[-1]
     x_rows = as_rows(op, "x", x, hidden)
     residual_rows = as_rows(op, "residual", residual, hidden)
-    queue = _runtime.queue_for(x.device)
+    queue = _runtime.queue_of(x)
     spec = fused_add_rmsnorm_spec(
-        check_float_dtype(op, "x", x), hidden, tuning_for(x.device.type), gemma
+        check_float_dtype(op, "x", x), hidden, _runtime.tuning_of(x), gemma
     )
     get_kernel(spec, queue).launch(
         queue,
@@ -233,8 +232,8 @@ def _launch_qknorm(
     if tokens == 0:
         return
     num_k_heads = k.shape[1]
-    queue = _runtime.queue_for(q.device)
-    spec = qknorm_spec(check_float_dtype("qknorm", "q", q), head_dim, tuning_for(q.device.type))
+    queue = _runtime.queue_of(q)
+    spec = qknorm_spec(check_float_dtype("qknorm", "q", q), head_dim, _runtime.tuning_of(q))
     get_kernel(spec, queue).launch(
         queue,
         tokens * (num_q_heads + num_k_heads) * spec.group_size,

@@ -34,7 +34,7 @@ def _launch_rope(
         _check_range("positions", positions, cos_sin_cache.shape[0], "cos_sin_cache.shape[0]")
         if kv is not None:
             _check_range("out_loc", kv[3], kv[1].shape[0], "k_cache.shape[0]", allow_negative=True)
-    queue = _runtime.queue_for(q.device)
+    queue = _runtime.queue_of(q)
     spec = rope_spec(
         check_float_dtype("apply_rope", "q", q),
         head_dim,
