@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import filelock
-
 from .._config import config
 
 _MAGIC = b"SYKC"
@@ -126,6 +124,10 @@ class DiskCache:
     @contextlib.contextmanager
     def lock(self, name: str, digest: str) -> Iterator[None]:
         """Holds this entry's cross-process lock (other entries stay free)."""
+        # Imported here: only a compile takes a lock, and filelock costs ~45 ms
+        # of `import sycl_kernels` otherwise.
+        import filelock
+
         with filelock.FileLock(self.root / f"{name}.{digest}.lock"):
             yield
 
