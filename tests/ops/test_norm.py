@@ -72,14 +72,6 @@ def test_rmsnorm_flattens_leading_dimensions() -> None:
     )
 
 
-def test_rmsnorm_empty_input_launches_nothing() -> None:
-    before = stats()
-    got = sycl_kernels.rmsnorm(torch.empty(0, 4097), torch.ones(4097))
-    assert got.shape == (0, 4097)
-    after = stats()
-    assert (after.hits, after.compiles) == (before.hits, before.compiles)
-
-
 def test_rmsnorm_compiles_a_variant_once() -> None:
     x, weight = _inputs(3, 1234, torch.float16)
     before = stats().compiles
@@ -126,9 +118,9 @@ def _bad_inputs() -> list[tuple[str, dict, type[Exception], str]]:
             "out has dtype torch.bfloat16",
         ),
         ("out not tensor", {"out": 3}, TypeError, "out must be a torch.Tensor"),
-        ("eps negative", {"eps": -1.0}, ValueError, "eps must be a non-negative number"),
-        ("eps nan", {"eps": float("nan")}, ValueError, "eps must be a non-negative number"),
-        ("eps string", {"eps": "1e-6"}, ValueError, "eps must be a non-negative number"),
+        ("eps negative", {"eps": -1.0}, ValueError, "eps must be at least 0, got -1.0"),
+        ("eps nan", {"eps": float("nan")}, ValueError, "eps is NaN"),
+        ("eps string", {"eps": "1e-6"}, TypeError, "eps must be a real number, got str"),
     ]
 
 
@@ -243,7 +235,7 @@ def test_qknorm_on_views_of_a_fused_qkv(tokens: int, head_dim: int, dtype: torch
         (
             lambda x, r, w: sycl_kernels.qknorm(x.view(4, 1, 64), x.view(4, 1, 64), w, w, -1.0),
             ValueError,
-            "qknorm(): eps must be a non-negative number",
+            "qknorm(): eps must be at least 0",
         ),
     ],
 )

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "device_compiler.hpp"
+#include "live_count.hpp"
 #include "queue.hpp"
 
 namespace sycl_kernels {
@@ -24,7 +25,7 @@ struct KernelArg {
 };
 
 // A device image built for one queue's device; kernels are looked up in it by name.
-class Bundle {
+class Bundle : public LiveCount<Bundle> {
  public:
   Bundle(const Queue& queue, const std::string& image, const std::string& format)
       : bundle_(load_image(queue.get().get_context(), {queue.get().get_device()}, image,
@@ -36,7 +37,7 @@ class Bundle {
   sycl::kernel_bundle<sycl::bundle_state::executable> bundle_;
 };
 
-class Kernel {
+class Kernel : public LiveCount<Kernel> {
  public:
   // `group_size` is the work-group size the kernel was compiled for, 0 if any.
   Kernel(const Bundle& bundle, const std::string& name, std::string signature,

@@ -153,6 +153,13 @@ NB_MODULE(_C, m) {
   static nb::exception<CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
 
   m.def("runtime_version", &runtime_version);
+  m.def("live_objects", [] {
+    nb::dict counts;
+    counts["Queue"] = LiveCount<Queue>::live();
+    counts["Bundle"] = LiveCount<Bundle>::live();
+    counts["Kernel"] = LiveCount<Kernel>::live();
+    return counts;
+  }, "How many Queue, Bundle and Kernel objects are alive (C++ copies included).");
   m.def("devices", [] {
     nb::list out;
     for (const auto& d : all_devices()) out.append(describe(d));

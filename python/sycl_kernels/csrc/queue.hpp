@@ -6,9 +6,11 @@
 
 #include <sycl/sycl.hpp>
 
+#include "live_count.hpp"
+
 namespace sycl_kernels {
 
-class Queue {
+class Queue : public LiveCount<Queue> {
  public:
   // An in-order queue on `device`; launches on it wait for completion, as
   // torch CPU ops are synchronous.

@@ -15,6 +15,8 @@ def check_tensor(op: str, name: str, t: object) -> torch.Tensor:
     # is_cpu / is_xpu, not t.device: building a torch.device costs ~0.25 us a call.
     if not (t.is_cpu or t.is_xpu):
         raise ValueError(f"{op}(): {name} is on {t.device}; expected a cpu or xpu tensor")
+    if t.layout is not torch.strided:
+        raise ValueError(f"{op}(): {name} has layout {t.layout}; expected torch.strided")
     return t
 
 
@@ -51,20 +53,57 @@ def check_unit_last_stride(op: str, name: str, t: torch.Tensor) -> None:
         )
 
 
-def as_rows(op: str, name: str, t: torch.Tensor, width: int) -> torch.Tensor:
-    """`t` seen as a 2-D [rows, width] view with unit column stride, without copying."""
-    if t.dim() == 2:
-        return t
-    try:
-        return t.view(-1, width)
-    except RuntimeError:
+def as_rows(op: str, name: str, t: torch.Tensor, width: int, written: bool) -> torch.Tensor:
+    """`t` seen as a 2-D [rows, width] view with unit column stride, without copying.
+
+    Rows of a `written` tensor must not overlap (an expanded tensor, say): work-groups
+    would write the same memory at once.
+    """
+    rows = t
+    if t.dim() != 2:
+        try:
+            rows = t.view(-1, width)
+        except RuntimeError:
+            raise ValueError(
+                f"{op}(): {name} of shape {tuple(t.shape)} and strides {t.stride()} cannot be "
+                f"viewed as rows of {width} elements; expected its leading dimensions to be "
+                f"mergeable (call {name}.contiguous())"
+            ) from None
+    if written:
+        check_disjoint_rows(op, name, rows.shape[0], rows.stride(0), width)
+    return rows
+
+
+def check_disjoint_rows(op: str, name: str, rows: int, row_stride: int, row_size: int) -> None:
+    if rows > 1 and row_stride < row_size:
         raise ValueError(
-            f"{op}(): {name} of shape {tuple(t.shape)} and strides {t.stride()} cannot be "
-            f"viewed as rows of {width} elements; expected its leading dimensions to be "
-            f"mergeable (call {name}.contiguous())"
-        ) from None
+            f"{op}(): {name} is written but its rows overlap (row stride {row_stride}, "
+            f"{row_size} elements a row); expected a tensor with its own memory per row"
+        )
 
 
-def check_eps(op: str, eps: object) -> None:
-    if isinstance(eps, bool) or not isinstance(eps, (float, int)) or not eps >= 0:
-        raise ValueError(f"{op}(): eps must be a non-negative number, got {eps!r}")
+def check_number(
+    op: str, name: str, value: object, *, minimum: float | None = None, positive: bool = False
+) -> None:
+    """A real Python number (not bool, not NaN), at least `minimum` or above 0 if `positive`."""
+    if isinstance(value, bool) or not isinstance(value, (float, int)):
+        raise TypeError(f"{op}(): {name} must be a real number, got {type(value).__name__}")
+    if value != value:
+        raise ValueError(f"{op}(): {name} is NaN; expected a number")
+    if minimum is not None and not value >= minimum:
+        raise ValueError(f"{op}(): {name} must be at least {minimum}, got {value!r}")
+    if positive and not value > 0:
+        raise ValueError(f"{op}(): {name} must be positive, got {value!r}")
+
+
+def check_bool(op: str, name: str, value: object) -> None:
+    # A truthiness test would take None or 0 for False and pick the other variant silently.
+    if not isinstance(value, bool):
+        raise TypeError(f"{op}(): {name} must be a bool, got {type(value).__name__}")
+
+
+def check_int(op: str, name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{op}(): {name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{op}(): {name} must be at least {minimum}, got {value}")

@@ -23,8 +23,8 @@ def _launch(op: str, x: torch.Tensor, out: torch.Tensor) -> None:
     if x.numel() == 0:
         return
     dim = x.shape[-1] // 2
-    x_rows = as_rows(op, "x", x, 2 * dim)
-    out_rows = as_rows(op, "out", out, dim)
+    x_rows = as_rows(op, "x", x, 2 * dim, written=False)
+    out_rows = as_rows(op, "out", out, dim, written=True)
     queue = _runtime.queue_of(x)
     spec = act_and_mul_spec(op, check_float_dtype(op, "x", x), dim, _runtime.tuning_of(x))
     get_kernel(spec, queue).launch(

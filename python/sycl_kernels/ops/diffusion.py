@@ -7,7 +7,7 @@ import torch
 from .. import _runtime
 from ..jit import get_kernel
 from ..jit.diffusion import timestep_embedding_spec
-from ._checks import check_tensor
+from ._checks import check_bool, check_int, check_number, check_tensor
 
 
 def _launch(
@@ -30,7 +30,7 @@ def _launch(
         spec.group_size,
         timesteps.data_ptr(),
         out.data_ptr(),
-        int(bool(flip_sin_to_cos)),
+        int(flip_sin_to_cos),
         float(downscale_freq_shift),
         float(scale),
         float(max_period),
@@ -75,10 +75,11 @@ def timestep_embedding(
         raise ValueError(f"{op}(): t has shape {tuple(t.shape)}; expected [N]")
     if t.dtype.is_complex or t.dtype == torch.bool:
         raise TypeError(f"{op}(): t has dtype {t.dtype}; expected a real number dtype")
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"{op}(): dim must be a positive int, got {dim!r}")
-    if not max_period > 0:
-        raise ValueError(f"{op}(): max_period must be positive, got {max_period!r}")
+    check_int(op, "dim", dim, minimum=1)
+    check_bool(op, "flip_sin_to_cos", flip_sin_to_cos)
+    check_number(op, "downscale_freq_shift", downscale_freq_shift)
+    check_number(op, "scale", scale)
+    check_number(op, "max_period", max_period, positive=True)
     if torch.compiler.is_compiling():
         return _timestep_embedding_op(
             t, dim, flip_sin_to_cos, downscale_freq_shift, scale, max_period

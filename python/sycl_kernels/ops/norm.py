@@ -14,8 +14,9 @@ from ..jit import get_kernel
 from ..jit.norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
 from ._checks import (
     as_rows,
-    check_eps,
+    check_disjoint_rows,
     check_float_dtype,
+    check_number,
     check_same,
     check_shape,
     check_tensor,
@@ -32,7 +33,7 @@ def _check_rmsnorm(op: str, x: torch.Tensor, weight: torch.Tensor, eps: float) -
         raise ValueError(f"{op}(): x is a 0-d tensor; expected at least 1 dimension (hidden)")
     hidden = x.shape[-1]
     check_shape(op, "weight", weight, (hidden,), "x.shape[-1]")
-    check_eps(op, eps)
+    check_number(op, "eps", eps, minimum=0)
     check_unit_last_stride(op, "x", x)
     check_unit_last_stride(op, "weight", weight)
     return hidden
@@ -51,8 +52,8 @@ def _launch_rmsnorm(
     if x.numel() == 0:
         return
     hidden = x.shape[-1]
-    x_rows = as_rows(op, "x", x, hidden)
-    out_rows = as_rows(op, "out", out, hidden)
+    x_rows = as_rows(op, "x", x, hidden, written=False)
+    out_rows = as_rows(op, "out", out, hidden, written=True)
     queue = _runtime.queue_of(x)
     spec = rmsnorm_spec(check_float_dtype(op, "x", x), hidden, _runtime.tuning_of(x), gemma)
     get_kernel(spec, queue).launch(
@@ -74,8 +75,8 @@ def _launch_fused_add_rmsnorm(
     if x.numel() == 0:
         return
     hidden = x.shape[-1]
-    x_rows = as_rows(op, "x", x, hidden)
-    residual_rows = as_rows(op, "residual", residual, hidden)
+    x_rows = as_rows(op, "x", x, hidden, written=True)
+    residual_rows = as_rows(op, "residual", residual, hidden, written=True)
     queue = _runtime.queue_of(x)
     spec = fused_add_rmsnorm_spec(
         check_float_dtype(op, "x", x), hidden, _runtime.tuning_of(x), gemma
@@ -212,7 +213,7 @@ def gemma_fused_add_rmsnorm(
     _fused_add_rmsnorm("gemma_fused_add_rmsnorm", x, residual, weight, eps, gemma=True)
 
 
-def _check_heads(op: str, name: str, t: torch.Tensor) -> None:
+def _check_heads(op: str, name: str, t: torch.Tensor, written: bool) -> None:
     if t.dim() != 3:
         raise ValueError(
             f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads, head_dim]"
@@ -223,6 +224,8 @@ def _check_heads(op: str, name: str, t: torch.Tensor) -> None:
             f"{op}(): {name} has head stride {t.stride(1)}; expected {t.shape[2]} "
             "(heads packed within a token; the token stride may be anything)"
         )
+    if written:
+        check_disjoint_rows(op, name, t.shape[0], t.stride(0), t.shape[1] * t.shape[2])
 
 
 def _launch_qknorm(
@@ -283,15 +286,15 @@ def qknorm(
     check_float_dtype(op, "q", q)
     for name, t in (("k", k), ("q_weight", q_weight), ("k_weight", k_weight)):
         check_same(op, name, t, "q", q)
-    _check_heads(op, "q", q)
-    _check_heads(op, "k", k)
+    _check_heads(op, "q", q, written=True)
+    _check_heads(op, "k", k, written=True)
     head_dim = q.shape[2]
     check_shape(op, "k", k, (q.shape[0], k.shape[1], head_dim), "q's tokens and head_dim")
     check_shape(op, "q_weight", q_weight, (head_dim,), "head_dim")
     check_shape(op, "k_weight", k_weight, (head_dim,), "head_dim")
     check_unit_last_stride(op, "q_weight", q_weight)
     check_unit_last_stride(op, "k_weight", k_weight)
-    check_eps(op, eps)
+    check_number(op, "eps", eps, minimum=0)
     if torch.compiler.is_compiling():
         _qknorm_op(q, k, q_weight, k_weight, eps)
     else:

@@ -8,7 +8,9 @@ from .. import _runtime
 from ..jit import get_kernel
 from ..jit.rope import rope_spec
 from ._checks import (
+    check_bool,
     check_float_dtype,
+    check_int,
     check_same,
     check_shape,
     check_tensor,
@@ -137,8 +139,8 @@ def apply_rope(
         check_tensor(op, name, t)
     check_float_dtype(op, "q", q)
     check_same(op, "k", k, "q", q)
-    _check_heads(op, "q", q)
-    _check_heads(op, "k", k)
+    _check_heads(op, "q", q, written=True)
+    _check_heads(op, "k", k, written=True)
     tokens, _, head_dim = q.shape
     check_shape(op, "k", k, (tokens, k.shape[1], head_dim), "q's tokens and head_dim")
     if positions.dtype not in _POSITION_DTYPES:
@@ -161,7 +163,10 @@ def apply_rope(
             f"{op}(): cos_sin_cache must be a contiguous [max_position, rotary_dim] tensor, "
             f"got shape {tuple(cos_sin_cache.shape)}, strides {cos_sin_cache.stride()}"
         )
+    check_bool(op, "is_neox", is_neox)
     width = cos_sin_cache.shape[1]
+    if rotary_dim is not None:
+        check_int(op, "rotary_dim", rotary_dim, minimum=1)
     if rotary_dim is not None and rotary_dim != width:
         raise ValueError(
             f"{op}(): rotary_dim is {rotary_dim} but cos_sin_cache has {width} columns"
@@ -192,7 +197,7 @@ def _check_kv(op, q, k, v, k_cache, v_cache, out_loc) -> None:
         check_tensor(op, name, t)
     tokens, num_k_heads, head_dim = k.shape
     check_same(op, "v", v, "q", q)
-    _check_heads(op, "v", v)
+    _check_heads(op, "v", v, written=False)
     check_shape(op, "v", v, tuple(k.shape), "k.shape")
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         check_same(op, name, cache, "q", q)
