@@ -33,6 +33,9 @@ class Config:
     """SYCL_KERNELS_VERBOSE: log each compile and its time."""
     cache_dir: Path
     """SYCL_KERNELS_CACHE_DIR: the disk cache of compiled images."""
+    lock_timeout: float
+    """SYCL_KERNELS_LOCK_TIMEOUT: seconds to wait for another process compiling the same
+    kernel before compiling it too (publishing is atomic, so both results are whole)."""
 
     @classmethod
     def from_env(cls) -> Config:
@@ -44,11 +47,21 @@ class Config:
         cache_dir = os.environ.get("SYCL_KERNELS_CACHE_DIR") or platformdirs.user_cache_dir(
             "sycl-kernels"
         )
+        lock_timeout = os.environ.get("SYCL_KERNELS_LOCK_TIMEOUT", "").strip() or "600"
+        try:
+            lock_timeout_seconds = float(lock_timeout)
+        except ValueError:
+            lock_timeout_seconds = -1.0
+        if not lock_timeout_seconds >= 0:
+            raise ValueError(
+                f"SYCL_KERNELS_LOCK_TIMEOUT={lock_timeout!r} is not a number of seconds >= 0"
+            )
         return cls(
             device=device,
             jit=_flag("SYCL_KERNELS_JIT", True),
             verbose=_flag("SYCL_KERNELS_VERBOSE", False),
             cache_dir=Path(cache_dir),
+            lock_timeout=lock_timeout_seconds,
         )
 
 

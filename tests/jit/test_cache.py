@@ -156,13 +156,27 @@ def test_a_held_entry_lock_does_not_block_other_entries(fresh_cache: Path) -> No
     blocked = rmsnorm_spec(BY_NAME["fp32"], UNCACHED_HIDDEN + 5, "cpu")
     digest = jit.compile_inputs(blocked).digest()
     done = threading.Event()
-    with disk_cache().lock(blocked.name, digest):
+    with disk_cache().lock(blocked.name, digest, timeout=600):
         worker = threading.Thread(
             target=lambda: (_rmsnorm_checked(UNCACHED_HIDDEN + 6), done.set())
         )
         worker.start()
         assert done.wait(timeout=120), "another entry's compile waited for this lock"
     worker.join()
+
+
+def test_a_lock_held_past_the_timeout_is_passed_by(fresh_cache: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SYCL_KERNELS_LOCK_TIMEOUT", "1")
+    config.cache_clear()
+    spec = rmsnorm_spec(BY_NAME["fp32"], UNCACHED_HIDDEN + 7, "cpu")
+    digest = jit.compile_inputs(spec).digest()
+    # Held through another open file: to flock, the same as another process holding it.
+    with disk_cache().lock(spec.name, digest, timeout=600):
+        start = time.perf_counter()
+        with pytest.warns(RuntimeWarning, match="locked by another process for 1 s"):
+            _rmsnorm_checked(UNCACHED_HIDDEN + 7)
+        assert time.perf_counter() - start < 60
+    assert disk_cache().load(spec.name, digest) is not None
 
 
 def test_jit_disabled_names_the_variant(fresh_cache: Path) -> None:
@@ -200,5 +214,14 @@ def test_bad_env_values_are_rejected(monkeypatch) -> None:
     monkeypatch.setenv("SYCL_KERNELS_JIT", "maybe")
     config.cache_clear()
     with pytest.raises(ValueError, match="SYCL_KERNELS_JIT='maybe' is not a boolean"):
+        config()
+    config.cache_clear()
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan"])
+def test_bad_lock_timeouts_are_rejected(monkeypatch, value: str) -> None:
+    monkeypatch.setenv("SYCL_KERNELS_LOCK_TIMEOUT", value)
+    config.cache_clear()
+    with pytest.raises(ValueError, match=r"SYCL_KERNELS_LOCK_TIMEOUT=.* is not a number"):
         config()
     config.cache_clear()

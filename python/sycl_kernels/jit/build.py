@@ -104,7 +104,7 @@ def cached_or_compiled(inputs: CompileInputs, queue) -> tuple[bytes, str]:
     digest = inputs.digest()
     image = cache.load(inputs.name, digest)
     if image is None:
-        with cache.lock(inputs.name, digest):
+        with cache.lock(inputs.name, digest, config().lock_timeout):
             image = cache.load(inputs.name, digest)
             if image is None:
                 image = compile_image(inputs, queue)

@@ -3,8 +3,9 @@
 An entry is written to a temporary file in the same folder, fsynced and published
 with os.replace, so readers see a whole entry or none. Each entry carries the
 SHA-256 of its image; an entry that fails the check is deleted and rebuilt. Locks
-are per entry (filelock, released by the OS if the holder dies). A cache folder
-that cannot be written degrades to compiling in memory, with one warning.
+are per entry (filelock, released by the OS if the holder dies); a lock held longer
+than SYCL_KERNELS_LOCK_TIMEOUT (a hung process) is passed by, with a warning. A
+cache folder that cannot be written degrades to compiling in memory, with one warning.
 """
 
 from __future__ import annotations
@@ -122,14 +123,33 @@ class DiskCache:
             raise
 
     @contextlib.contextmanager
-    def lock(self, name: str, digest: str) -> Iterator[None]:
-        """Holds this entry's cross-process lock (other entries stay free)."""
+    def lock(self, name: str, digest: str, timeout: float) -> Iterator[None]:
+        """Holds this entry's cross-process lock (other entries stay free).
+
+        After `timeout` seconds of waiting it goes on without the lock: the holder is
+        alive (a dead one's lock is released by the OS) but stuck, and a duplicate
+        compile costs less than waiting forever.
+        """
         # Imported here: only a compile takes a lock, and filelock costs ~45 ms
         # of `import sycl_kernels` otherwise.
         import filelock
 
-        with filelock.FileLock(self.root / f"{name}.{digest}.lock"):
+        lock = filelock.FileLock(self.root / f"{name}.{digest}.lock")
+        try:
+            lock.acquire(timeout=timeout)
+        except filelock.Timeout:
+            warnings.warn(
+                f"sycl_kernels: {name} has been locked by another process for {timeout:g} s "
+                "(SYCL_KERNELS_LOCK_TIMEOUT); compiling it here too",
+                RuntimeWarning,
+                stacklevel=4,
+            )
             yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
 
     def entries(self) -> list[Entry]:
         if not self.root.is_dir():
