@@ -91,21 +91,21 @@ _common = {
     hidden=ROW_SIZES,
     eps=EPS,
     scale=st.sampled_from([1e-3, 1.0, 100.0]),
-    use_out=st.booleans(),
+    out_to=st.sampled_from(["new", "out", "x"]),
     tuning=TUNINGS,
     **_common,
 )
-def test_rmsnorm(op, rows, hidden, eps, scale, use_out, tuning, seed, dtype, layout, pad) -> None:
+def test_rmsnorm(op, rows, hidden, eps, scale, out_to, tuning, seed, dtype, layout, pad) -> None:
     gen = torch.Generator().manual_seed(seed)
     x = _rows_tensor(gen, rows, hidden, dtype, layout, pad, scale)
     weight = _randn(gen, (hidden,), dtype)
-    out = _empty_like_layout(x, hidden, layout, pad) if use_out else None
+    out = {"new": None, "out": _empty_like_layout(x, hidden, layout, pad), "x": x}[out_to]
+    want = references.rmsnorm(x, weight, eps, gemma=op == "gemma_rmsnorm")
     with _tuned(tuning):
         got = getattr(sycl_kernels, op)(x, weight, eps, out=out)
     if out is not None:
         assert got is out
     assert got.shape == x.shape and got.dtype == dtype
-    want = references.rmsnorm(x, weight, eps, gemma=op == "gemma_rmsnorm")
     torch.testing.assert_close(got.double(), want, **references.tolerance(dtype))
 
 

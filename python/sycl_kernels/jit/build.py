@@ -45,6 +45,9 @@ class Stats:
 
 
 _stats = Stats()
+# Guards the slow-path counters (several threads may compile at once); `hits`, on
+# the hot path, is left unguarded and may undercount under threads.
+_stats_lock = threading.Lock()
 _loaded: dict[tuple[str, int], object] = {}
 _key_locks: dict[str, threading.Lock] = {}
 _key_locks_guard = threading.Lock()
@@ -90,8 +93,9 @@ def compile_image(inputs: CompileInputs, queue) -> bytes:
             f"expected {inputs.image_format}"
         )
     seconds = time.perf_counter() - start
-    _stats.compiles += 1
-    _stats.compile_seconds += seconds
+    with _stats_lock:
+        _stats.compiles += 1
+        _stats.compile_seconds += seconds
     _verbose("sycl_kernels: compiled %s in %.2f s", inputs.name, seconds)
     return image
 
@@ -117,7 +121,8 @@ def cached_or_compiled(inputs: CompileInputs, queue) -> tuple[bytes, str]:
                         stacklevel=2,
                     )
                 return image, "compiled"
-    _stats.disk_hits += 1
+    with _stats_lock:
+        _stats.disk_hits += 1
     return image, "disk"
 
 
@@ -146,7 +151,8 @@ def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int
                 stacklevel=2,
             )
         else:
-            _stats.aot_loads += 1
+            with _stats_lock:
+                _stats.aot_loads += 1
             return loaded
     image, _ = cached_or_compiled(inputs, queue)
     try:
@@ -173,7 +179,8 @@ def get_kernel(spec: KernelSpec, queue):
     with _key_lock(spec.name):
         kernel = _loaded.get(key)
         if kernel is None:
-            _stats.misses += 1
+            with _stats_lock:
+                _stats.misses += 1
             inputs = compile_inputs(spec)
             (kernel,) = load_kernels(
                 inputs, queue, [(spec.name, spec.signature, spec.group_size or 0)]
