@@ -54,12 +54,14 @@ def act_and_mul(op: str, x: torch.Tensor) -> torch.Tensor:
     x64 = x.double()
     d = x.shape[-1] // 2
     a, b = x64[..., :d], x64[..., d:]
+    # gelu as a * Phi(a) with Phi from erfc, and 0.5 * (1 + tanh(z)) as sigmoid(2z):
+    # 1 + erf and 1 + tanh cancel to 0 far below zero even in float64.
     if op == "silu_and_mul":
         act = a / (1 + torch.exp(-a))
     elif op == "gelu_and_mul":
-        act = 0.5 * a * (1 + torch.erf(a / math.sqrt(2)))
+        act = 0.5 * a * torch.special.erfc(-a / math.sqrt(2))
     else:
-        act = 0.5 * a * (1 + torch.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)))
+        act = a * torch.sigmoid(2 * math.sqrt(2 / math.pi) * (a + 0.044715 * a**3))
     return act * b
 
 

@@ -9,15 +9,37 @@ namespace sycl_kernels {
 
 enum class Activation : int { silu = 0, gelu = 1, gelu_tanh = 2 };
 
+// erfc(z) for z >= 0 with a relative error below 1.2e-7 (Numerical Recipes' erfcc,
+// a Chebyshev fit): one exp and a polynomial, which vectorizes on the CPU device,
+// where the erfc builtin ran 1.5x slower than erf.
+inline float erfc_nonnegative(float z) {
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  const float p =
+      -1.26551223f +
+      t * (1.00002368f +
+           t * (0.37409196f +
+                t * (0.09678418f +
+                     t * (-0.18628806f +
+                          t * (0.27886807f +
+                               t * (-1.13520398f +
+                                    t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+  return t * ::sycl::exp(-z * z + p);
+}
+
+// The gelus avoid 1 + erf(z) and 1 + tanh(z): for x below about -4 those cancel to
+// a few float ulps of 1, losing every digit of the small result. The Gaussian tail
+// 0.5 * erfc(|x| / sqrt(2)) and the logistic form 0.5 * (1 + tanh(z)) =
+// 1 / (1 + exp(-2z)) keep full relative accuracy.
 template <Activation kAct>
 inline float activate(float x) {
   if constexpr (kAct == Activation::silu) {
     return x / (1.0f + ::sycl::exp(-x));
   } else if constexpr (kAct == Activation::gelu) {
-    return 0.5f * x * (1.0f + ::sycl::erf(x * 0.70710678118654752f));
+    const float tail = 0.5f * erfc_nonnegative(::sycl::fabs(x) * 0.70710678118654752f);
+    return x * (x < 0.0f ? tail : 1.0f - tail);
   } else {
     constexpr float kSqrt2OverPi = 0.79788456080286536f;
-    return 0.5f * x * (1.0f + ::sycl::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    return x / (1.0f + ::sycl::exp(-2.0f * kSqrt2OverPi * (x + 0.044715f * x * x * x)));
   }
 }
 

@@ -78,3 +78,13 @@ def test_gpu_tuned_kernels_compute_the_same(op: str) -> None:
     torch.testing.assert_close(
         out.double(), references.act_and_mul(op, x), **references.tolerance(torch.bfloat16)
     )
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_act_and_mul_keeps_relative_accuracy_far_below_zero(op: str) -> None:
+    # gelu(-5) is about -1.4e-6: written as 1 + erf(z) (or 1 + tanh(z)) in float32 it
+    # cancels to a few ulps of 1; a large multiplier then shows the lost digits.
+    a = torch.linspace(-9.0, -3.0, 512)
+    x = torch.cat([a, torch.full_like(a, 100.0)])[None, :]
+    want = references.act_and_mul(op, x)
+    torch.testing.assert_close(getattr(sycl_kernels, op)(x).double(), want, rtol=1e-5, atol=0)
