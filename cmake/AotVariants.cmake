@@ -2,7 +2,7 @@
 #
 # At configure time sycl_kernels.jit.aot_build renders each variant's translation
 # unit and compile request (the inputs the JIT hashes); at build time one
-# sycl_kernels_aot process per variant compiles it, in parallel, each rebuilt only
+# sycl-kernels-compile process per variant compiles it, in parallel, each rebuilt only
 # when its request (source, flags, runtime version) or an included header changes.
 
 option(SYCL_KERNELS_AOT "Compile the variants of kernels/variants.toml into the package" ON)
@@ -25,8 +25,8 @@ function(sycl_kernels_add_variant name)
   add_custom_command(
     OUTPUT "${image}"
     COMMAND "${CMAKE_COMMAND}" -E env "OCL_ICD_FILENAMES=${SYCL_CPU_RUNTIME}"
-            $<TARGET_FILE:sycl_kernels_aot> "${request}" "${image}"
-    DEPENDS "${request}" ${arg_HEADERS} sycl_kernels_aot
+            $<TARGET_FILE:sycl_kernels_compile> "${request}" "${image}" cpu
+    DEPENDS "${request}" ${arg_HEADERS} sycl_kernels_compile
     COMMENT "AOT ${name}"
     VERBATIM)
   set_property(GLOBAL APPEND PROPERTY SYCL_KERNELS_AOT_IMAGES "${image}")
@@ -39,13 +39,6 @@ function(sycl_kernels_add_aot_variants)
       "pip install 'intel-opencl-rt==2025.3.*' into the build environment, "
       "or configure with -DSYCL_KERNELS_AOT=OFF")
   endif()
-  add_executable(sycl_kernels_aot
-    python/sycl_kernels/csrc/aot_compile.cpp
-    python/sycl_kernels/csrc/device_compiler.cpp)
-  target_link_libraries(sycl_kernels_aot PRIVATE SYCL::runtime)
-  get_filename_component(sycl_lib_dir "${SYCL_LIBRARY}" DIRECTORY)
-  set_target_properties(sycl_kernels_aot PROPERTIES BUILD_RPATH "${sycl_lib_dir}")
-
   sycl_kernels_aot_build_command(plan_command plan
     --kernels-dir "${PROJECT_SOURCE_DIR}/kernels"
     --build-config "${SYCL_KERNELS_BUILD_CONFIG}"

@@ -48,13 +48,25 @@ def _point_opencl_at_cpu_runtime() -> None:
 
 
 @functools.cache
-def host_module() -> ModuleType:
-    """The nanobind host module, loaded on first use; RuntimeError if the runtime is missing."""
+def _libsycl() -> Path:
     libsycl = _dist_file("intel-sycl-rt", "libsycl.so.8")
     if libsycl is None:
         raise RuntimeError(
             f"sycl_kernels: the SYCL runtime (libsycl.so.8) is not installed; {INSTALL_HINT}"
         )
+    return libsycl
+
+
+def compiler_env() -> dict[str, str]:
+    """This process's environment for a child that links libsycl (the compile tool)."""
+    paths = [str(_libsycl().parent), os.environ.get("LD_LIBRARY_PATH", "")]
+    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(p for p in paths if p)}
+
+
+@functools.cache
+def host_module() -> ModuleType:
+    """The nanobind host module, loaded on first use; RuntimeError if the runtime is missing."""
+    libsycl = _libsycl()
     try:
         ctypes.CDLL(str(libsycl), mode=ctypes.RTLD_GLOBAL)
         from . import _C

@@ -1,9 +1,7 @@
 // csrc/module.cpp: the nanobind host module `sycl_kernels._C`.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
-#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "device_compiler.hpp"
@@ -144,13 +142,11 @@ extern "C" NB_EXPORT int sycl_kernels_launch_raw(uintptr_t queue_address, uintpt
 
 NB_MODULE(_C, m) {
   using namespace sycl_kernels;
-  m.doc() = "sycl_kernels host module: device compiler, queues and kernel launches";
+  m.doc() = "sycl_kernels host module: queues, device images and kernel launches";
   // Loaded kernels live in process-wide caches until exit; torch's op registry
   // keeps those caches reachable during interpreter shutdown, so nanobind would
   // report them as leaks although nothing is lost.
   nb::set_leak_warnings(false);
-
-  static nb::exception<CompileError> compile_error(m, "CompileError", PyExc_RuntimeError);
 
   m.def("runtime_version", &runtime_version);
   m.def("live_objects", [] {
@@ -180,25 +176,6 @@ NB_MODULE(_C, m) {
         nb::gil_scoped_release release;
         q.get().wait_and_throw();
       });
-
-  m.def(
-      "compile",
-      [](const Queue& queue, std::string source,
-         std::vector<std::pair<std::string, std::string>> headers,
-         std::vector<std::string> options) {
-        const CompileRequest request{std::move(source), std::move(headers), std::move(options)};
-        DeviceImage image;
-        {
-          nb::gil_scoped_release release;
-          image = compile_to_image(queue.get().get_context(), {queue.get().get_device()},
-                                   request);
-        }
-        return nb::make_tuple(nb::bytes(image.bytes.data(), image.bytes.size()), image.format,
-                              image.log);
-      },
-      "queue"_a, "source"_a, "headers"_a, "options"_a,
-      "Compiles SYCL source for the queue's device: (image bytes, format, build log).\n"
-      "Raises CompileError carrying the compiler's log.");
 
   nb::class_<Bundle>(m, "Bundle")
       .def(

@@ -16,7 +16,7 @@ _LAZY = {
     "compile_inputs": "sources",
     "KernelSpec": "spec",
     "Param": "spec",
-    "KernelCompileError": "build",
+    "KernelCompileError": "compiler",
     "JitDisabledError": "build",
     "Stats": "build",
     "compile_image": "build",
@@ -30,11 +30,11 @@ __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:
     from .build import JitDisabledError as JitDisabledError
-    from .build import KernelCompileError as KernelCompileError
     from .build import Stats as Stats
     from .build import compile_image as compile_image
     from .build import get_kernel as get_kernel
     from .build import stats as stats
+    from .compiler import KernelCompileError as KernelCompileError
     from .module import Module as Module
     from .module import load as load
     from .sources import CompileInputs as CompileInputs

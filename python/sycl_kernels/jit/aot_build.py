@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from .aot import MANIFEST_NAME, SPIRV_TARGET
+from .compiler import request_text
 from .sources import compile_inputs, read_build_config
 from .variants import read_manifest
 
@@ -52,10 +53,13 @@ def plan(kernels_dir: Path, build_config_file: Path, out_dir: Path, select: list
         )
         source_file = out_dir / "src" / f"{inputs.name}.cpp"
         _write_if_changed(source_file, inputs.source)
-        request = [f"# {inputs.name} {inputs.digest()}", f"source\t{source_file}"]
-        request += [f"header\t{name}\t{kernels_dir / name}" for name, _ in inputs.headers]
-        request += [f"option\t{option}" for option in inputs.options]
-        _write_if_changed(out_dir / "src" / f"{inputs.name}.request", "\n".join(request) + "\n")
+        request = request_text(
+            f"{inputs.name} {inputs.digest()}",
+            source_file,
+            [(name, kernels_dir / name) for name, _ in inputs.headers],
+            inputs.options,
+        )
+        _write_if_changed(out_dir / "src" / f"{inputs.name}.request", request)
         headers = ";".join(_cmake_path(kernels_dir / name) for name, _ in inputs.headers)
         cmake_lines.append(f'sycl_kernels_add_variant({inputs.name} HEADERS "{headers}")')
         entries.append(

@@ -18,14 +18,11 @@ from .. import _runtime
 from .._config import config
 from . import aot
 from .cache import disk_cache
+from .compiler import compile_out_of_process
 from .sources import CompileInputs, compile_inputs
 from .spec import KernelSpec
 
 log = logging.getLogger("sycl_kernels")
-
-
-class KernelCompileError(RuntimeError):
-    """The device compiler rejected a kernel; the message carries the compiler's log."""
 
 
 class JitDisabledError(RuntimeError):
@@ -72,26 +69,15 @@ def _verbose(message: str, *args: object) -> None:
 
 
 def compile_image(inputs: CompileInputs, queue) -> bytes:
-    """Compiles `inputs` for the queue's device into a device image."""
+    """Compiles `inputs` for the queue's device into a device image, in a process of its own."""
     if not config().jit:
         raise JitDisabledError(
             f"SYCL_KERNELS_JIT=0 but {inputs.name} has no prebuilt variant or cached image; "
             "add it to kernels/variants.toml, run python -m sycl_kernels precompile, "
             "or enable the JIT"
         )
-    host = _runtime.host_module()
     start = time.perf_counter()
-    try:
-        image, image_format, _log = host.compile(
-            queue, inputs.source, list(inputs.headers), list(inputs.options)
-        )
-    except host.CompileError as e:
-        raise KernelCompileError(f"{inputs.name}: {e}") from None
-    if image_format != inputs.image_format:
-        raise KernelCompileError(
-            f"{inputs.name}: the device compiler produced a {image_format} image, "
-            f"expected {inputs.image_format}"
-        )
+    image = compile_out_of_process(inputs, "cpu" if queue.device["type"] == "cpu" else "gpu")
     seconds = time.perf_counter() - start
     with _stats_lock:
         _stats.compiles += 1

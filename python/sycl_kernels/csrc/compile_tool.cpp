@@ -1,11 +1,16 @@
-// csrc/aot_compile.cpp: build-time tool compiling one AOT variant's request into a device image.
+// csrc/compile_tool.cpp: the device compiler as a process, compiling one request into an image.
 //
-//   sycl_kernels_aot <request file> <output image>
+//   sycl-kernels-compile <request file> <output image> [cpu|gpu]
 //
-// The request (written by sycl_kernels.jit.aot_build) has tab-separated lines:
+// The wheel build runs it once per AOT variant, and the JIT once per kernel: in a
+// process of its own, a crash of the compiler becomes an error the caller reports
+// instead of the end of the caller, and the compiler's memory goes when it exits.
+//
+// The request (written by sycl_kernels.jit.compiler) has tab-separated lines:
 // "source <path>", "header <include name> <path>", "option <flag>"; '#' starts a
 // comment. The image is written to a temporary file and renamed into place, so an
-// interrupted build never leaves a truncated image behind.
+// interrupted build never leaves a truncated image behind. Exit status 1: the
+// compiler rejected the source, its log on stderr.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -50,14 +55,16 @@ sycl_kernels::CompileRequest read_request(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: " << argv[0] << " <request file> <output image>\n";
+  const std::string device_type = argc == 4 ? argv[3] : "cpu";
+  if ((argc != 3 && argc != 4) || (device_type != "cpu" && device_type != "gpu")) {
+    std::cerr << "usage: " << argv[0] << " <request file> <output image> [cpu|gpu]\n";
     return 2;
   }
   const std::string output = argv[2];
   try {
     const sycl_kernels::CompileRequest request = read_request(argv[1]);
-    sycl::queue queue{sycl::cpu_selector_v};
+    sycl::queue queue = device_type == "gpu" ? sycl::queue{sycl::gpu_selector_v}
+                                             : sycl::queue{sycl::cpu_selector_v};
     const sycl_kernels::DeviceImage image =
         sycl_kernels::compile_to_image(queue.get_context(), {queue.get_device()}, request);
     if (image.format != "spirv") {
@@ -73,7 +80,7 @@ int main(int argc, char** argv) {
       throw std::runtime_error("cannot rename " + partial + " to " + output);
     }
   } catch (const std::exception& e) {
-    std::cerr << "sycl_kernels_aot: " << argv[1] << ": " << e.what() << "\n";
+    std::cerr << e.what() << "\n";
     return 1;
   }
   return 0;
