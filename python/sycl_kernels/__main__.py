@@ -16,7 +16,7 @@ from ._bench import ACTIVATION_OPS, ALL_OPS, HEAD_OPS, NORM_OPS, Result, measure
 from ._bench import run as run_bench
 from ._cases import activation_case, head_case, norm_case, timestep_case
 from ._devices import default_device, devices
-from .jit import aot, compile_inputs, stats
+from .jit import aot, compile_inputs, compiler, stats
 from .jit.build import cached_or_compiled
 from .jit.cache import disk_cache
 from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
@@ -40,6 +40,7 @@ def cmd_info(_: argparse.Namespace) -> int:
     print(f"kernels:          {KERNELS_DIR}")
     print(f"build config:     {BUILD_CONFIG_FILE}")
     print(f"host module:      {_runtime.host_module().__file__}")
+    print(f"compile tool:     {compiler.TOOL}")
     print(f"default device:   {default_device()}")
     print("SYCL devices:")
     for d in devices():
