@@ -1,11 +1,15 @@
 """Eight Python threads calling a mix of ops on their own tensors: first calls of
 uncached variants included (one shared by all threads, racing on its compile, and
-one per thread), every result checked, and no thread may hang."""
+one per thread), every result checked, and no thread may hang. And a process forked
+after ops ran keeps working."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,3 +120,31 @@ def test_eight_threads_mix_ops_and_first_calls(fresh_cache: Path) -> None:
     # The shared variant compiles once for all eight threads, each own variant once.
     assert after.compiles - before.compiles == 1 + THREADS
     print(f"\n{THREADS} threads x {SECONDS} s: {sum(calls)} checked calls ({calls})")
+
+
+def test_a_forked_child_runs_ops_and_first_calls(fresh_cache: Path) -> None:
+    # Workers forked from a process that already ran ops (multiprocessing's fork
+    # start method) keep working, a first call compiling in the child included.
+    gen = torch.Generator().manual_seed(0)
+    _rmsnorm(gen, 4096)()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that forking a multi-threaded process may deadlock.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            _rmsnorm(gen, 4096)()
+            _rmsnorm(gen, SHARED_UNCACHED_HIDDEN + 100)()
+            status = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + 120
+    while (waited := os.waitpid(pid, os.WNOHANG)) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            raise AssertionError("the forked child hung")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(waited[1]) == 0, "the forked child failed"
