@@ -7,7 +7,6 @@ from collections.abc import Callable
 import torch
 
 from .. import _runtime
-from ..jit import get_kernel
 from ..jit.activation import act_and_mul_spec
 from ._checks import (
     as_rows,
@@ -17,6 +16,7 @@ from ._checks import (
     check_tensor,
     check_unit_last_stride,
 )
+from ._launch import launch_groups
 
 
 def _launch(op: str, x: torch.Tensor, out: torch.Tensor) -> None:
@@ -27,10 +27,10 @@ def _launch(op: str, x: torch.Tensor, out: torch.Tensor) -> None:
     out_rows = as_rows(op, "out", out, dim, written=True)
     queue = _runtime.queue_of(x)
     spec = act_and_mul_spec(op, check_float_dtype(op, "x", x), dim, _runtime.tuning_of(x))
-    get_kernel(spec, queue).launch(
+    launch_groups(
+        spec,
         queue,
-        x_rows.shape[0] * spec.group_size,
-        spec.group_size,
+        x_rows.shape[0],
         x_rows.data_ptr(),
         x_rows.stride(0),
         out_rows.data_ptr(),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from .. import _runtime
-from ..jit import get_kernel
 from ..jit.diffusion import timestep_embedding_spec
 from ._checks import check_bool, check_int, check_number, check_tensor
+from ._launch import launch_groups
 
 
 def _launch(
@@ -24,10 +24,10 @@ def _launch(
     timesteps = t.to(torch.float32).contiguous()
     queue = _runtime.queue_of(t)
     spec = timestep_embedding_spec(dim)
-    get_kernel(spec, queue).launch(
+    launch_groups(
+        spec,
         queue,
-        t.shape[0] * spec.group_size,
-        spec.group_size,
+        t.shape[0],
         timesteps.data_ptr(),
         out.data_ptr(),
         int(flip_sin_to_cos),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 from .. import _runtime
-from ..jit import get_kernel
 from ..jit.norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
 from ._checks import (
     as_rows,
@@ -22,6 +21,7 @@ from ._checks import (
     check_tensor,
     check_unit_last_stride,
 )
+from ._launch import launch_groups
 
 
 def _check_rmsnorm(op: str, x: torch.Tensor, weight: torch.Tensor, eps: float) -> int:
@@ -56,10 +56,10 @@ def _launch_rmsnorm(
     out_rows = as_rows(op, "out", out, hidden, written=True)
     queue = _runtime.queue_of(x)
     spec = rmsnorm_spec(check_float_dtype(op, "x", x), hidden, _runtime.tuning_of(x), gemma)
-    get_kernel(spec, queue).launch(
+    launch_groups(
+        spec,
         queue,
-        x_rows.shape[0] * spec.group_size,
-        spec.group_size,
+        x_rows.shape[0],
         x_rows.data_ptr(),
         x_rows.stride(0),
         weight.data_ptr(),
@@ -81,10 +81,10 @@ def _launch_fused_add_rmsnorm(
     spec = fused_add_rmsnorm_spec(
         check_float_dtype(op, "x", x), hidden, _runtime.tuning_of(x), gemma
     )
-    get_kernel(spec, queue).launch(
+    launch_groups(
+        spec,
         queue,
-        x_rows.shape[0] * spec.group_size,
-        spec.group_size,
+        x_rows.shape[0],
         x_rows.data_ptr(),
         x_rows.stride(0),
         residual_rows.data_ptr(),
@@ -237,10 +237,10 @@ def _launch_qknorm(
     num_k_heads = k.shape[1]
     queue = _runtime.queue_of(q)
     spec = qknorm_spec(check_float_dtype("qknorm", "q", q), head_dim, _runtime.tuning_of(q))
-    get_kernel(spec, queue).launch(
+    launch_groups(
+        spec,
         queue,
-        tokens * (num_q_heads + num_k_heads) * spec.group_size,
-        spec.group_size,
+        tokens * (num_q_heads + num_k_heads),
         q.data_ptr(),
         q.stride(0),
         num_q_heads,

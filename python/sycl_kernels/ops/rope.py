@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from .. import _runtime
-from ..jit import get_kernel
 from ..jit.rope import rope_spec
 from ._checks import (
     check_bool,
@@ -16,6 +15,7 @@ from ._checks import (
     check_tensor,
     check_unit_last_stride,
 )
+from ._launch import launch_groups
 from .norm import _check_heads
 
 _POSITION_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
@@ -52,7 +52,7 @@ def _launch_rope(
         args += [v.data_ptr(), v.stride(0), k_cache.data_ptr(), v_cache.data_ptr()]
         args.append(out_loc.data_ptr())
     groups = tokens * (num_q_heads + k.shape[1])
-    get_kernel(spec, queue).launch(queue, groups * spec.group_size, spec.group_size, *args)
+    launch_groups(spec, queue, groups, *args)
 
 
 def _check_range(

@@ -1,0 +1,11 @@
+"""sycl_kernels.ops._launch: the one way an op launches its kernel."""
+
+from __future__ import annotations
+
+from ..jit import get_kernel
+from ..jit.spec import KernelSpec
+
+
+def launch_groups(spec: KernelSpec, queue, groups: int, *args: object) -> None:
+    """Runs `spec`'s kernel on `queue` as `groups` work-groups of the size it was compiled for."""
+    get_kernel(spec, queue).launch(queue, groups * spec.group_size, spec.group_size, *args)
