@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -122,6 +123,17 @@ def test_damaged_entry_is_rebuilt(fresh_cache: Path, damage) -> None:
     assert jit.stats().compiles == before + 1
     (rebuilt,) = disk_cache().entries()
     assert cache_module.decode(rebuilt.path.read_bytes())
+
+
+def test_a_failed_write_leaves_no_trace_and_the_kernel_runs(fresh_cache: Path, monkeypatch) -> None:
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    _forget_loaded()
+    monkeypatch.setattr(cache_module.os, "fsync", disk_full)
+    with pytest.warns(RuntimeWarning, match="could not cache .*No space left on device"):
+        _rmsnorm_checked(UNCACHED_HIDDEN + 8)
+    assert list(fresh_cache.glob("*.img")) == [] and list(fresh_cache.glob("*.tmp")) == []
 
 
 def test_unwritable_cache_dir_degrades_to_memory(tmp_path: Path, monkeypatch) -> None:
