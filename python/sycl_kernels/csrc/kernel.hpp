@@ -62,7 +62,7 @@ class Kernel : public LiveCount<Kernel> {
   void launch(const Queue& queue, size_t global_size, size_t local_size,
               const std::vector<KernelArg>& args) const {
     sycl::queue& q = queue.get();
-    q.submit([&](sycl::handler& h) {
+    sycl::event done = q.submit([&](sycl::handler& h) {
       for (size_t index = 0; index < args.size(); ++index) {
         const KernelArg& a = args[index];
         switch (a.kind) {
@@ -75,7 +75,7 @@ class Kernel : public LiveCount<Kernel> {
       }
       h.parallel_for(sycl::nd_range<1>(global_size, local_size), kernel_);
     });
-    if (queue.blocking()) q.wait_and_throw();
+    if (queue.blocking()) done.wait_and_throw();
   }
 
  private:

@@ -61,7 +61,7 @@ def _define(op: str, doc: str) -> Callable[..., torch.Tensor]:
     """Registers sycl_kernels::<op> and <op>_out and returns the public function."""
 
     def functional_impl(x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty(_out_shape(x), dtype=x.dtype, device=x.device)
+        out = x.new_empty(_out_shape(x))
         _launch(op, x, out)
         return out
 
@@ -83,7 +83,7 @@ def _define(op: str, doc: str) -> Callable[..., torch.Tensor]:
             out_op(x, out)
             return out
         if out is None:
-            out = torch.empty(_out_shape(x), dtype=x.dtype, device=x.device)
+            out = x.new_empty(_out_shape(x))
         _launch(op, x, out)
         return out
 
