@@ -12,7 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from sycl_kernels._dtypes import BY_NAME
+from sycl_kernels.jit import compile_inputs
 from sycl_kernels.jit.cache import ENTRY_SUFFIX, DiskCache, decode
+from sycl_kernels.jit.norm import rmsnorm_spec
 
 from tests.jit.test_cache import STATS_AFTER_RMSNORM, _run
 
@@ -105,6 +108,7 @@ def test_next_process_after_a_kill(fresh_cache: Path, point: str) -> None:
         assert (result["compiles"], result["disk_hits"]) == (0, 1)
     else:
         assert (result["compiles"], result["disk_hits"]) == (1, 0)
+    assert [p for p in fresh_cache.iterdir() if p.suffix == ".tmp"] == [], "leftovers stayed"
     print(f"\n{point} ({KILL_POINTS[point]}): next process in {time.monotonic() - start:.1f} s")
 
 
@@ -120,8 +124,11 @@ def test_next_process_after_a_kill_at_a_random_moment(fresh_cache: Path, delay: 
 
 def test_temporary_files_are_never_entries(fresh_cache: Path) -> None:
     fresh_cache.mkdir(parents=True)
+    digest = compile_inputs(rmsnorm_spec(BY_NAME["fp32"], HIDDEN, "cpu")).digest()
     for junk in (b"", b"SYKC", os.urandom(4096)):
-        (fresh_cache / f".{ENTRY}.x{ENTRY_SUFFIX}.{len(junk)}.tmp").write_bytes(junk)
+        # Named as the entry's own temporary files are.
+        (fresh_cache / f".{ENTRY}.{digest}{ENTRY_SUFFIX}.{len(junk)}.tmp").write_bytes(junk)
     assert DiskCache(fresh_cache).entries() == []
     result = _next_process_result(fresh_cache)
     assert (result["compiles"], result["disk_hits"]) == (1, 0)
+    assert [p for p in fresh_cache.iterdir() if p.suffix == ".tmp"] == []

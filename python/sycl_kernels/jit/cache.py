@@ -1,7 +1,8 @@
 """sycl_kernels.jit.cache: the disk cache of compiled images, one file per input hash.
 
 An entry is written to a temporary file in the same folder, fsynced and published
-with os.replace, so readers see a whole entry or none. Each entry carries the
+with os.replace, so readers see a whole entry or none; publishing an entry removes
+the temporary files of writers of it that died. Each entry carries the
 SHA-256 of its image; an entry that fails the check is deleted and rebuilt. Locks
 are per entry (filelock, released by the OS if the holder dies); a lock held longer
 than SYCL_KERNELS_LOCK_TIMEOUT (a hung process) is passed by, with a warning. A
@@ -11,6 +12,7 @@ cache folder that cannot be written degrades to compiling in memory, with one wa
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import struct
@@ -121,6 +123,11 @@ class DiskCache:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
             raise
+        # Called under the entry's lock: any other temporary file of this entry was
+        # left by a writer that died before publishing.
+        for leftover in self.root.glob(f".{glob.escape(path.name)}.*.tmp"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
 
     @contextlib.contextmanager
     def lock(self, name: str, digest: str, timeout: float) -> Iterator[None]:
