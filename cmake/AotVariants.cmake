@@ -25,8 +25,8 @@ function(sycl_kernels_add_variant name)
   add_custom_command(
     OUTPUT "${image}"
     COMMAND "${CMAKE_COMMAND}" -E env "OCL_ICD_FILENAMES=${SYCL_CPU_RUNTIME}"
-            $<TARGET_FILE:sycl_kernels_compile> "${request}" "${image}" cpu
-    DEPENDS "${request}" ${arg_HEADERS} sycl_kernels_compile
+            $<TARGET_FILE:sycl_kernels_compile_sycl${SYCL_KERNELS_AOT_LINE}> "${request}" "${image}" cpu
+    DEPENDS "${request}" ${arg_HEADERS} sycl_kernels_compile_sycl${SYCL_KERNELS_AOT_LINE}
     COMMENT "AOT ${name}"
     VERBATIM)
   set_property(GLOBAL APPEND PROPERTY SYCL_KERNELS_AOT_IMAGES "${image}")
@@ -36,7 +36,7 @@ function(sycl_kernels_add_aot_variants)
   if(NOT SYCL_CPU_RUNTIME)
     message(FATAL_ERROR
       "SYCL_KERNELS_AOT=ON needs the SYCL CPU device at build time: "
-      "pip install 'intel-opencl-rt==2025.3.*' into the build environment, "
+      "pip install intel-opencl-rt (the version of intel-sycl-rt) into the build environment, "
       "or configure with -DSYCL_KERNELS_AOT=OFF")
   endif()
   sycl_kernels_aot_build_command(plan_command plan

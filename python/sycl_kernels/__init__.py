@@ -6,6 +6,7 @@ Importing the package registers the ops as torch.library custom ops
 
 from . import jit
 from ._devices import Device, default_device, devices
+from ._runtime import RuntimeLineError
 from .jit import JitDisabledError, KernelCompileError
 from .ops import (
     apply_rope,
@@ -26,6 +27,7 @@ __all__ = [
     "Device",
     "JitDisabledError",
     "KernelCompileError",
+    "RuntimeLineError",
     "apply_rope",
     "default_device",
     "devices",

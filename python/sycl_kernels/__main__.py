@@ -26,22 +26,48 @@ DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
 DEMO_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def _lines_summary(config: dict) -> str:
+    lines = [
+        f"libsycl.so.{line} (built against intel-sycl-rt {entry['sycl_runtime_version']})"
+        for line, entry in sorted(config["lines"].items())
+    ]
+    alone = "; this build has one line only (the others could not be fetched)"
+    return ", ".join(lines) + (alone if len(lines) == 1 else "")
+
+
 def cmd_info(_: argparse.Namespace) -> int:
     config = read_build_config()
+    xpu = getattr(torch.version, "xpu", None)
     print(f"sycl_kernels {sys.modules['sycl_kernels'].__version__}")
-    print(f"SYCL runtime:     {_runtime.host_module().runtime_version()}")
-    print(f"built against:    intel-sycl-rt {config['sycl_runtime_version']}")
-    print(f"device compiler:  {config['device_compiler']} {' '.join(config['device_options'])}")
+    print(f"torch:            {torch.__version__} (torch.version.xpu: {xpu or 'none'})")
+    print(f"runtime lines:    {_lines_summary(config)}")
+    try:
+        line = _runtime.active_line()
+    except _runtime.RuntimeLineError as e:
+        print(f"SYCL runtime:     {e}")
+        return 1
+    print(f"SYCL runtime:     intel-sycl-rt {line.version}, line libsycl.so.{line.major}")
+    line_options = config["lines"][str(line.major)]["device_options"]
+    print(
+        f"device compiler:  {config['device_compiler']} "
+        f"{' '.join([*config['device_options'], *line_options])}"
+    )
     bundled = aot.manifest()
     image_bytes = sum(entry["bytes"] for entry in bundled.values())
+    compiled_by = sorted({entry.get("compiled_by", "?") for entry in bundled.values()})
     print(
-        f"AOT variants:     {len(bundled)} ({image_bytes / 1e6:.2f} MB of images in {aot.AOT_DIR})"
+        f"AOT variants:     {len(bundled)} ({image_bytes / 1e6:.2f} MB of images in {aot.AOT_DIR}"
+        + (f", compiled by {', '.join(compiled_by)})" if compiled_by else ")")
     )
     print(f"kernels:          {KERNELS_DIR}")
     print(f"build config:     {BUILD_CONFIG_FILE}")
     print(f"host module:      {_runtime.host_module().__file__}")
-    print(f"compile tool:     {compiler.TOOL}")
-    print(f"default device:   {default_device()}")
+    print(f"compile tool:     {compiler.tool()}")
+    cpu_problem = _runtime.cpu_device_problem()
+    if cpu_problem:
+        print(f"CPU device:       missing: {cpu_problem}")
+    else:
+        print(f"default device:   {default_device()}")
     print("SYCL devices:")
     for d in devices():
         print(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -39,7 +41,7 @@ def test_build_hash_equals_the_jit_hash_for_every_variant() -> None:
     for name, entry in aot.manifest().items():
         spec = spec_for(entry["op"], entry["params"])
         assert spec.name == name
-        assert compile_inputs(spec).digest() == entry["input_hash"], name
+        assert compile_inputs(spec).portable_digest() == entry["input_hash"], name
 
 
 def test_hash_changes_with_one_flag() -> None:
@@ -47,7 +49,21 @@ def test_hash_changes_with_one_flag() -> None:
     config = read_build_config()
     flagged = {**config, "device_options": [*config["device_options"], "-DSOMETHING=1"]}
     assert compile_inputs(spec).digest() != compile_inputs(spec, build_config=flagged).digest()
-    assert compile_inputs(spec).digest() != compile_inputs(spec, runtime_version="0.0").digest()
+    assert (
+        compile_inputs(spec).portable_digest()
+        != compile_inputs(spec, build_config=flagged).portable_digest()
+    )
+
+
+def test_cache_key_holds_the_runtime_release_and_the_aot_key_does_not() -> None:
+    spec = rmsnorm_spec(BY_NAME["bf16"], 4096, "cpu")
+    installed = compile_inputs(spec)
+    other = dataclasses.replace(installed, runtime_version="0.0")
+    assert other.digest() != installed.digest()
+    assert other.portable_digest() == installed.portable_digest()
+    other_line = dataclasses.replace(installed, line_options=("-fsome-line-only-flag",))
+    assert other_line.digest() != installed.digest()
+    assert other_line.portable_digest() == installed.portable_digest()
 
 
 def test_hash_follows_included_headers_only(tmp_path: Path) -> None:
@@ -85,6 +101,33 @@ def test_installed_wheel_serves_aot_without_compiling_and_jit_otherwise() -> Non
     assert "site-packages" in location, "the test must run against an installed wheel"
     assert (after_aot["compiles"], after_aot["aot_loads"]) == (0, 1)
     assert (after_jit["compiles"], after_jit["aot_loads"]) == (1, 1)
+
+
+@pytest.mark.wheel
+def test_every_manifest_variant_loads_with_the_jit_off(fresh_cache: Path) -> None:
+    """On whichever runtime line is installed: the images are SPIR-V, compiled by the
+    build's line, and must load on every supported one without compiling."""
+    script = (
+        "import json, sycl_kernels\n"
+        "from sycl_kernels import _runtime\n"
+        "from sycl_kernels.jit import aot, build\n"
+        "from sycl_kernels.jit.variants import spec_for\n"
+        "queue = _runtime.cpu_queue()\n"
+        "names = [build.get_kernel(spec_for(e['op'], e['params']), queue).name\n"
+        "         for e in aot.manifest().values()]\n"
+        "print(json.dumps([names, list(aot.manifest()), vars(build.stats())]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "SYCL_KERNELS_JIT": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    loaded, listed, stats = json.loads(result.stdout)
+    assert loaded == listed and len(listed) > 400
+    assert (stats["aot_loads"], stats["compiles"], stats["disk_hits"]) == (len(listed), 0, 0)
 
 
 @pytest.fixture
@@ -159,8 +202,10 @@ def test_unreadable_manifest_is_ignored_with_a_warning(aot_copy: Path) -> None:
 @pytest.mark.wheel
 def test_mismatched_hash_is_skipped_quietly(aot_copy: Path) -> None:
     spec = rmsnorm_spec(BY_NAME["fp32"], 2048, "cpu")
-    assert aot.find_image(compile_inputs(spec)) is not None
-    assert aot.find_image(compile_inputs(spec, runtime_version="0.0")) is None
+    inputs = compile_inputs(spec)
+    assert aot.find_image(inputs) is not None
+    assert aot.find_image(dataclasses.replace(inputs, runtime_version="0.0")) is not None
+    assert aot.find_image(dataclasses.replace(inputs, options=(*inputs.options, "-DX"))) is None
 
 
 @pytest.mark.wheel

@@ -31,7 +31,7 @@ def _fake_tool(tmp_path: Path, body: str) -> Path:
 
 def test_a_compiler_crash_is_an_error_not_the_end(tmp_path: Path, monkeypatch) -> None:
     tool = _fake_tool(tmp_path, 'echo "backend: about to fail" >&2; kill -SEGV $$')
-    monkeypatch.setattr(compiler, "TOOL", tool)
+    monkeypatch.setattr(compiler, "tool", lambda: tool)
     with pytest.raises(jit.KernelCompileError) as info:
         compiler.compile_out_of_process(_inputs(), "cpu")
     message = str(info.value)
@@ -40,19 +40,20 @@ def test_a_compiler_crash_is_an_error_not_the_end(tmp_path: Path, monkeypatch) -
 
 
 def test_a_hung_compiler_times_out(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(compiler, "TOOL", _fake_tool(tmp_path, "exec sleep 60"))
+    hung = _fake_tool(tmp_path, "exec sleep 60")
+    monkeypatch.setattr(compiler, "tool", lambda: hung)
     with pytest.raises(jit.KernelCompileError, match=r"did not finish in 0\.5 s"):
         compiler.compile_out_of_process(_inputs(), "cpu", timeout=0.5)
 
 
 def test_a_missing_tool_is_named(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(compiler, "TOOL", tmp_path / "nothing-here")
+    monkeypatch.setattr(compiler, "tool", lambda: tmp_path / "nothing-here")
     with pytest.raises(jit.KernelCompileError, match=r"cannot run .*nothing-here"):
         compiler.compile_out_of_process(_inputs(), "cpu")
 
 
 def test_the_tool_is_installed_and_compiles(fresh_cache: Path) -> None:
-    assert os.access(compiler.TOOL, os.X_OK), compiler.TOOL
+    assert os.access(compiler.tool(), os.X_OK), compiler.tool()
     x, weight = torch.randn(2, HIDDEN), torch.randn(HIDDEN)
     kernel = jit.get_kernel(rmsnorm_spec(BY_NAME["fp32"], HIDDEN, "cpu"), _runtime.cpu_queue())
     out = torch.empty_like(x)

@@ -50,7 +50,7 @@ def find_image(inputs: CompileInputs, aot_dir: Path | None = None) -> bytes | No
             entry["target"],
         )
         return None
-    if entry["input_hash"] != inputs.digest():
+    if entry["input_hash"] != inputs.portable_digest():
         log.debug("%s: AOT image was built from other inputs; compiling instead", inputs.name)
         return None
     path = aot_dir / entry["image"]

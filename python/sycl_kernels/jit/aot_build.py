@@ -37,6 +37,7 @@ def _cmake_path(path: Path) -> str:
 
 def plan(kernels_dir: Path, build_config_file: Path, out_dir: Path, select: list[str]) -> int:
     config = read_build_config(build_config_file)
+    line = config["aot_line"]
     kernels_dir = kernels_dir.resolve()
     variants = [
         v
@@ -49,15 +50,15 @@ def plan(kernels_dir: Path, build_config_file: Path, out_dir: Path, select: list
             variant.spec,
             kernels_dir=kernels_dir,
             build_config=config,
-            runtime_version=config["sycl_runtime_version"],
+            line=line,
         )
         source_file = out_dir / "src" / f"{inputs.name}.cpp"
         _write_if_changed(source_file, inputs.source)
         request = request_text(
-            f"{inputs.name} {inputs.digest()}",
+            f"{inputs.name} {inputs.portable_digest()}",
             source_file,
             [(name, kernels_dir / name) for name, _ in inputs.headers],
-            inputs.options,
+            inputs.all_options,
         )
         _write_if_changed(out_dir / "src" / f"{inputs.name}.request", request)
         headers = ";".join(_cmake_path(kernels_dir / name) for name, _ in inputs.headers)
@@ -70,7 +71,8 @@ def plan(kernels_dir: Path, build_config_file: Path, out_dir: Path, select: list
                 "image": f"{inputs.name}.spv",
                 "format": inputs.image_format,
                 "target": SPIRV_TARGET,
-                "input_hash": inputs.digest(),
+                "input_hash": inputs.portable_digest(),
+                "compiled_by": f"intel-sycl-rt {inputs.runtime_version}",
             }
         )
     _write_if_changed(out_dir / "variants.cmake", "\n".join(cmake_lines) + "\n")

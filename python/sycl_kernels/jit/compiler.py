@@ -19,12 +19,16 @@ from pathlib import Path
 from .. import _runtime
 from .sources import CompileInputs
 
-TOOL = Path(__file__).resolve().parent.parent / "bin" / "sycl-kernels-compile"
 TIMEOUT_SECONDS = 600.0
 
 
 class KernelCompileError(RuntimeError):
     """The device compiler rejected a kernel, crashed or hung; the message carries its log."""
+
+
+def tool() -> Path:
+    """The compile tool of the active runtime line."""
+    return _runtime.line_dir() / "sycl-kernels-compile"
 
 
 def request_text(
@@ -51,11 +55,12 @@ def compile_out_of_process(
             path.write_text(text)
             headers.append((name, path))
         request = folder / "request"
-        request.write_text(request_text(inputs.name, source, headers, inputs.options))
+        request.write_text(request_text(inputs.name, source, headers, inputs.all_options))
         image = folder / "image"
+        executable = tool()
         try:
             result = subprocess.run(
-                [str(TOOL), str(request), str(image), device_type],
+                [str(executable), str(request), str(image), device_type],
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -66,7 +71,7 @@ def compile_out_of_process(
                 f"{inputs.name}: the device compiler did not finish in {timeout:g} s"
             ) from None
         except OSError as e:
-            raise KernelCompileError(f"{inputs.name}: cannot run {TOOL}: {e}") from None
+            raise KernelCompileError(f"{inputs.name}: cannot run {executable}: {e}") from None
         if result.returncode < 0:
             raise KernelCompileError(
                 f"{inputs.name}: the device compiler crashed "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata as metadata
 import json
 import posixpath
 import re
@@ -12,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import _runtime
 from .spec import KernelSpec
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -35,11 +35,6 @@ def read_build_config(path: Path = BUILD_CONFIG_FILE) -> dict:
             f"sycl_kernels: {path} is missing; the package was not built by CMake "
             "(install it with pip install .)"
         ) from None
-
-
-@functools.cache
-def installed_runtime_version() -> str:
-    return metadata.version("intel-sycl-rt")
 
 
 _header_cache: dict[tuple[Path, int, int], str] = {}
@@ -104,20 +99,47 @@ class CompileInputs:
     source: str
     headers: tuple[tuple[str, str], ...]
     options: tuple[str, ...]
+    """The flag set every runtime line compiles with."""
+    line_options: tuple[str, ...]
+    """What only this runtime line's compiler needs; no effect on the kernel."""
     device_compiler: str
     runtime_version: str
     image_format: str = IMAGE_FORMAT
 
+    @property
+    def all_options(self) -> tuple[str, ...]:
+        return (*self.options, *self.line_options)
+
+    def portable_digest(self) -> str:
+        """Names the kernel an image holds, whichever runtime compiled it: the AOT key.
+
+        A SPIR-V image is generic (docs/design.md), so one compiled by one runtime
+        line serves every line whose loader accepts it; a loader that refuses one
+        falls back to the JIT.
+        """
+        return _digest(
+            {
+                "source": self.source,
+                "headers": [[n, hashlib.sha256(t.encode()).hexdigest()] for n, t in self.headers],
+                "options": list(self.options),
+                "device_compiler": self.device_compiler,
+                "image_format": self.image_format,
+            }
+        )
+
     def digest(self) -> str:
-        document = {
-            "source": self.source,
-            "headers": [[n, hashlib.sha256(t.encode()).hexdigest()] for n, t in self.headers],
-            "options": list(self.options),
-            "device_compiler": self.device_compiler,
-            "runtime_version": self.runtime_version,
-            "image_format": self.image_format,
-        }
-        return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+        """Names an image compiled by this runtime release: the disk cache key."""
+        return _digest(
+            {
+                "kernel": self.portable_digest(),
+                "line_options": list(self.line_options),
+                "runtime_version": self.runtime_version,
+            }
+        )
+
+
+def _digest(document: dict) -> str:
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
 def compile_inputs(
@@ -125,7 +147,7 @@ def compile_inputs(
     *,
     kernels_dir: Path = KERNELS_DIR,
     build_config: dict | None = None,
-    runtime_version: str | None = None,
+    line: str | None = None,
 ) -> CompileInputs:
     """The inputs of `spec`; the JIT uses the defaults, the AOT build its source tree's."""
     return source_inputs(
@@ -133,7 +155,7 @@ def compile_inputs(
         spec.translation_unit(),
         roots=(kernels_dir,),
         build_config=build_config,
-        runtime_version=runtime_version,
+        line=line,
     )
 
 
@@ -144,16 +166,23 @@ def source_inputs(
     roots: Sequence[Path] = (KERNELS_DIR,),
     extra_options: Sequence[str] = (),
     build_config: dict | None = None,
-    runtime_version: str | None = None,
+    line: str | None = None,
 ) -> CompileInputs:
     """The inputs of a translation unit: its include tree under `roots`, the exported
-    flag set plus `extra_options`, the runtime version (the installed one by default)."""
+    flag set plus `extra_options`, for runtime `line` (libsycl major) at the version
+    the build config records, or by default the installed runtime."""
     config = build_config if build_config is not None else read_build_config()
+    if line is None:
+        installed = _runtime.active_line()
+        line, runtime_version = str(installed.major), installed.version
+    else:
+        runtime_version = config["lines"][line]["sycl_runtime_version"]
     return CompileInputs(
         name=name,
         source=source,
         headers=tuple(sorted(include_tree(source, roots).items())),
         options=(*config["device_options"], *extra_options),
+        line_options=tuple(config["lines"][line]["device_options"]),
         device_compiler=config["device_compiler"],
-        runtime_version=runtime_version or installed_runtime_version(),
+        runtime_version=runtime_version,
     )
