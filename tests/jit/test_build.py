@@ -48,7 +48,21 @@ def test_include_tree_follows_relative_includes() -> None:
 def test_build_config_comes_from_cmake() -> None:
     config = read_build_config()
     assert config["device_compiler"] == "sycl_ext_oneapi_kernel_compiler"
-    assert "-fno-sycl-device-lib=all" in config["device_options"]
+    assert "-fno-fast-math" in config["device_options"]
+    # The 2025.3 compiler needs it (no libsycl-crt.bc in its wheel); 2026 rejects it.
+    line_options = {line: entry["device_options"] for line, entry in config["lines"].items()}
+    assert line_options.get("8", ["-fno-sycl-device-lib=all"]) == ["-fno-sycl-device-lib=all"]
+    assert line_options.get("9", []) == []
+    assert config["aot_line"] in line_options
+
+
+def test_the_jit_compiles_with_the_installed_lines_flags() -> None:
+    config = read_build_config()
+    line = str(_runtime.active_line().major)
+    inputs = compile_inputs(rmsnorm_spec(BY_NAME["fp32"], 96, "cpu"))
+    assert inputs.line_options == tuple(config["lines"][line]["device_options"])
+    assert inputs.all_options == (*config["device_options"], *inputs.line_options)
+    assert inputs.runtime_version == _runtime.active_line().version
 
 
 def test_compiled_image_is_spirv() -> None:
