@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sycl_kernels._dtypes import BY_NAME
+
 
 def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     result = subprocess.run(
@@ -58,7 +60,7 @@ def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
     lines = out.splitlines()
     for op in ops:
         assert any(line.startswith(f"{op} ") for line in lines), op
-    dtypes = ("fp32", "fp16", "bf16")
+    dtypes = tuple(BY_NAME)
     rms_rows = [
         line for line in lines if line.split()[:1] == ["rmsnorm"] and line.split()[1] in dtypes
     ]
@@ -88,7 +90,7 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
         "sycl_kernels.rmsnorm",
         "torch rms_norm",
         "Kernel.launch (nanobind, DLPack)",
-        "ctypes launch (raw pointers)",
+        "Kernel launch (addresses, the ops' path)",
     }
     assert len(document["kernel_latency_ms"]) == 4
 

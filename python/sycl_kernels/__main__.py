@@ -16,6 +16,7 @@ from ._bench import ACTIVATION_OPS, ALL_OPS, HEAD_OPS, NORM_OPS, Result, measure
 from ._bench import run as run_bench
 from ._cases import activation_case, head_case, norm_case, timestep_case
 from ._devices import default_device, devices
+from ._dtypes import DTYPES
 from .jit import aot, compile_inputs, compiler, stats
 from .jit.build import cached_or_compiled
 from .jit.cache import disk_cache
@@ -23,7 +24,7 @@ from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
 from .jit.variants import read_manifest
 
 DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
-DEMO_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DEMO_DTYPES = tuple(d.torch_dtype for d in DTYPES)
 
 
 def _lines_summary(config: dict) -> str:

@@ -3,13 +3,12 @@
 Four measurements, each side by side in one run (the machine may be shared):
 throughput of every op at LLM shapes against its torch eager form, as GB/s and as
 a fraction of a SYCL copy kernel's bandwidth on the same device; the per-call
-host cost of tiny calls (our op, torch's, and a ctypes launch of the same
-kernel); and the latency of getting a kernel (cold compile, disk, memory, AOT).
+host cost of tiny calls (our op, torch's, and the host module's launches of the
+same kernel); and the latency of getting a kernel (cold compile, disk, memory, AOT).
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import statistics
@@ -157,47 +156,16 @@ def host_overhead(repeats: int) -> dict[str, float]:
     kernel = jit.get_kernel(spec, queue)
     group = spec.group_size
 
-    raw = ctypes.CDLL(_runtime.host_module().__file__).sycl_kernels_launch_raw
-    raw.argtypes = [
-        ctypes.c_size_t,
-        ctypes.c_size_t,
-        ctypes.c_size_t,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_void_p,
-    ]
-    raw.restype = ctypes.c_int
-    values = [
-        ctypes.c_void_p(x.data_ptr()),
-        ctypes.c_int64(64),
-        ctypes.c_void_p(w.data_ptr()),
-        ctypes.c_void_p(out.data_ptr()),
-        ctypes.c_int64(64),
-        ctypes.c_float(1e-6),
-    ]
-    addresses = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-
-    def ctypes_launch() -> None:
-        # As a ctypes binding does it: fresh pointers from the tensors every call.
-        values[0].value, values[2].value, values[3].value = (
-            x.data_ptr(),
-            w.data_ptr(),
-            out.data_ptr(),
-        )
-        if raw(queue.address, kernel.address, group, group, 1, addresses) != 0:
-            raise RuntimeError("raw launch failed")
-
     paths = {
         "sycl_kernels.rmsnorm": lambda: ops.rmsnorm(x, w, 1e-6, out=out),
         "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, 1e-6),
         "Kernel.launch (nanobind, DLPack)": lambda: kernel.launch(
             queue, group, group, x, 64, w, out, 64, 1e-6
         ),
-        "ctypes launch (raw pointers)": ctypes_launch,
+        "Kernel launch (addresses, the ops' path)": lambda: kernel._launch_addresses(
+            queue, group, group, x.data_ptr(), 64, w.data_ptr(), out.data_ptr(), 64, 1e-6
+        ),
     }
-    ctypes_launch()
-    if not torch.allclose(out, torch.nn.functional.rms_norm(x, (64,), w, 1e-6), atol=1e-5):
-        raise RuntimeError("the ctypes launch computed something else")
     samples: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(5):
         for name, fn in paths.items():

@@ -18,6 +18,7 @@ from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import aot, build, compile_inputs
 from sycl_kernels.jit.norm import rmsnorm_spec
 from sycl_kernels.jit.sources import KERNELS_DIR, read_build_config
+from sycl_kernels.jit.spec import TUNINGS
 from sycl_kernels.jit.variants import read_manifest, spec_for
 
 from tests import references
@@ -28,9 +29,7 @@ REPO_KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 @pytest.mark.wheel
 def test_every_manifest_variant_is_bundled() -> None:
     listed = {v.spec.name for v in read_manifest(REPO_KERNELS / "variants.toml")}
-    assert {
-        f"rmsnorm_{d}_h4096_{t}" for d in ("fp32", "fp16", "bf16") for t in ("cpu", "gpu")
-    } <= listed
+    assert {f"rmsnorm_{d}_h4096_{t}" for d in BY_NAME for t in TUNINGS} <= listed
     assert set(aot.manifest()) == listed
     for entry in aot.manifest().values():
         assert (aot.AOT_DIR / entry["image"]).stat().st_size == entry["bytes"] > 0

@@ -126,8 +126,14 @@ def test_launch_checks_arguments() -> None:
         kernel.launch(queue, 256, 256, x, 256, x, x, 256)
     with pytest.raises(TypeError, match="argument 1 must be an int"):
         kernel.launch(queue, 256, 256, x, 2.5, x, x, 256, 1e-6)
-    with pytest.raises(TypeError, match=r"argument 0 must be a tensor \(DLPack\) or an address"):
+    with pytest.raises(TypeError, match=r"argument 0 must be a tensor \(DLPack\), got str"):
         kernel.launch(queue, 256, 256, "x", 256, x, x, 256, 1e-6)
+    # An address is taken only by the ops' own launch, after their checks.
+    with pytest.raises(TypeError, match=r"argument 2 must be a tensor \(DLPack\), got int"):
+        kernel.launch(queue, 256, 256, x, 256, x.data_ptr(), x, 256, 1e-6)
+    out = torch.empty_like(x)
+    kernel._launch_addresses(queue, 256, 256, x, 256, x.data_ptr(), out.data_ptr(), 256, 1e-6)
+    torch.testing.assert_close(out.double(), references.rmsnorm(x, x[0], 1e-6))
     with pytest.raises(ValueError, match="not a positive multiple of the work-group size"):
         kernel.launch(queue, 65, 64, x, 256, x, x, 256, 1e-6)
     assert kernel.group_size == 256

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from sycl_kernels import jit
+from sycl_kernels._dtypes import DTYPES
 from sycl_kernels.jit.module import parse_signatures
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -30,7 +31,7 @@ void row_sum(const float* x, float* out, int64_t rows) {
 """
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype", [d.torch_dtype for d in DTYPES], ids=str)
 def test_scale_example(dtype: torch.dtype) -> None:
     mod = jit.load("scale", [KERNELS / "scale.hpp"])
     assert mod.signatures == {"scale_fp32": "ppfl", "scale_fp16": "ppfl", "scale_bf16": "ppfl"}
@@ -93,6 +94,9 @@ def test_bad_arguments_are_named() -> None:
     mod = jit.load("row_sum", source=ROW_SUM, defines={"DIM": 128})
     with pytest.raises(TypeError, match="no tensor argument"):
         mod.launch("row_sum", 1, 64, 1, 2, 3)
+    x = torch.randn(1, 128)
+    with pytest.raises(TypeError, match=r"argument 1 must be a tensor \(DLPack\), got int"):
+        mod.launch("row_sum", 1, 64, x, torch.empty(1).data_ptr(), 1)
 
 
 def test_signature_parsing() -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import sycl_kernels
 import torch
+from sycl_kernels import _dtypes as dtype_table
 
 from tests import references
 
 OPS = ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"]
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -14,36 +14,36 @@ def _opcheck_cases():
     qkv = torch.randn(3, 6 * 64)
     q, k = qkv[:, : 4 * 64].view(3, 4, 64), qkv[:, 4 * 64 : 5 * 64].view(3, 1, 64)
     positions, cache = torch.tensor([0, 5, 9]), references.rope_cache(16, 64)
-    return [
-        ("rmsnorm", (x, w, 1e-6, False)),
-        ("rmsnorm_out", (x, w, 1e-6, True, torch.empty_like(x))),
-        ("fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6, False)),
+    kv = (torch.randn(3, 1, 64), torch.zeros(4, 1, 64), torch.zeros(4, 1, 64))
+    cases = [
+        ("fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
+        ("gemma_fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
         ("qknorm", (q, k, torch.randn(64), torch.randn(64), 1e-6)),
         ("apply_rope", (positions, q, k, cache, True)),
-        (
-            "apply_rope_store_kv",
-            (
-                positions,
-                q,
-                k,
-                cache,
-                False,
-                torch.randn(3, 1, 64),
-                torch.zeros(4, 1, 64),
-                torch.zeros(4, 1, 64),
-                torch.tensor([2, 0, 3]),
-            ),
-        ),
-        ("silu_and_mul", (torch.randn(4, 128),)),
-        ("gelu_and_mul_out", (torch.randn(4, 128), torch.empty(4, 64))),
-        ("gelu_tanh_and_mul", (torch.randn(4, 128),)),
+        ("apply_rope", (positions, q, k, cache, False, 64, *kv, torch.tensor([2, 0, 3]))),
         ("timestep_embedding", (torch.rand(5) * 1000, 64, True, 1.0, 1.0, 10000.0)),
     ]
+    for op in ("rmsnorm", "gemma_rmsnorm"):
+        cases += [(op, (x, w, 1e-6)), (f"{op}_out", (x, w, 1e-6, torch.empty_like(x)))]
+    for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"):
+        x2 = torch.randn(4, 128)
+        cases += [(op, (x2,)), (f"{op}_out", (x2, torch.empty(4, 64)))]
+    return cases
 
 
-@pytest.mark.parametrize(("name", "args"), _opcheck_cases(), ids=[c[0] for c in _opcheck_cases()])
+OPCHECK_CASES = _opcheck_cases()
+
+
+@pytest.mark.parametrize(("name", "args"), OPCHECK_CASES, ids=[c[0] for c in OPCHECK_CASES])
 def test_opcheck(name: str, args: tuple) -> None:
     torch.library.opcheck(getattr(torch.ops.sycl_kernels, name).default, args)
+
+
+def test_every_public_op_is_a_custom_op_of_its_name_and_opchecked() -> None:
+    checked = {name for name, _ in OPCHECK_CASES}
+    for name in sycl_kernels.ops.__all__:
+        assert hasattr(torch.ops.sycl_kernels, name), name
+        assert name in checked, name
 
 
 def _layer(x, residual, norm_w, qkv_w, q_w, k_w, positions, cache, k_cache, v_cache, out_loc, up):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import sycl_kernels
 import torch
+from sycl_kernels import _dtypes as dtype_table
 from sycl_kernels.jit import stats
 
 from tests import references
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 HIDDEN = [64, 1000, 4096, 5120, 8192]
 ROWS = [1, 7, 256]
 

@@ -19,11 +19,13 @@ import sycl_kernels
 import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from sycl_kernels import _dtypes as dtype_table
 from sycl_kernels import _runtime
+from sycl_kernels.jit import spec
 
 from tests import references
 
-DTYPES = st.sampled_from([torch.float32, torch.float16, torch.bfloat16])
+DTYPES = st.sampled_from([d.torch_dtype for d in dtype_table.DTYPES])
 ROWS = st.one_of(st.integers(1, 8), st.sampled_from([33, 255, 600]))
 ROW_SIZES = st.sampled_from(
     [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 255, 256, 257, 1000, 1023, 1025]
@@ -32,7 +34,7 @@ LARGE_ROW_SIZES = st.sampled_from([2047, 2049, 4096, 4097, 5120, 8191, 16384, 20
 ROW_SIZES = st.one_of(ROW_SIZES, LARGE_ROW_SIZES)
 HEAD_DIMS = st.sampled_from([1, 3, 8, 9, 16, 17, 32, 64, 80, 96, 128, 256])
 LAYOUTS = st.sampled_from(["contiguous", "leading_dims", "row_strided", "offset"])
-TUNINGS = st.sampled_from(["cpu", "gpu"])
+TUNINGS = st.sampled_from(spec.TUNINGS)
 EPS = st.sampled_from([0.0, 1e-6, 1e-5, 0.1, 1.0])
 
 

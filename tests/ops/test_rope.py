@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import sycl_kernels
 import torch
+from sycl_kernels import _dtypes as dtype_table
 
 from tests import references
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 MAX_POSITION = 4096
 
 

@@ -56,7 +56,6 @@ DeviceImage compile_to_image(const sycl::context& context,
   DeviceImage image;
   image.bytes.assign(reinterpret_cast<const char*>(content.data()), content.size());
   image.format = image_format(image.bytes);
-  image.log = std::move(log);
   return image;
 }
 

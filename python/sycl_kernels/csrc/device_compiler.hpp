@@ -22,18 +22,13 @@ struct CompileRequest {
 struct DeviceImage {
   std::string bytes;
   std::string format;  // "spirv" or "native"
-  std::string log;
 };
 
-// Thrown when the runtime compiler rejects a source; carries the full build log.
+// Thrown when the runtime compiler rejects a source; its message ends with the build log.
 class CompileError : public std::runtime_error {
  public:
-  CompileError(const std::string& what, std::string log)
-      : std::runtime_error(what + ":\n" + log), log_(std::move(log)) {}
-  const std::string& log() const { return log_; }
-
- private:
-  std::string log_;
+  CompileError(const std::string& what, const std::string& log)
+      : std::runtime_error(what + ":\n" + log) {}
 };
 
 // Tells SPIR-V from native code by the module's magic number.

@@ -44,9 +44,10 @@ sycl::device device_at(size_t index) {
 }
 
 // Converts Python arguments by the kernel's signature; tensors must live where
-// the queue's device can reach them.
+// the queue's device can reach them. An int for a pointer is taken as a device
+// address only when `addresses` is set (the ops' own launches, after their checks).
 std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
-                                    const nb::args& args) {
+                                    const nb::args& args, bool addresses) {
   const std::string& signature = kernel.signature();
   if (args.size() != signature.size()) {
     throw nb::type_error((kernel.name() + "(): expected " + std::to_string(signature.size()) +
@@ -68,15 +69,14 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
     };
     switch (a.kind) {
       case 'p': {
-        // An int is taken as a device address as is: the ops pass data_ptr(),
-        // which costs ~0.1 us where a DLPack export costs ~3 us per tensor, and
-        // they have checked every tensor's device already.
-        if (nb::isinstance<nb::int_>(value)) {
+        // The ops pass data_ptr(), which costs ~0.1 us where a DLPack export
+        // costs ~3 us per tensor, having checked every tensor already.
+        if (addresses && nb::isinstance<nb::int_>(value)) {
           a.p = reinterpret_cast<void*>(nb::cast<uintptr_t>(value));
           break;
         }
         nb::ndarray<> array;
-        if (!nb::try_cast(value, array)) throw fail("a tensor (DLPack) or an address");
+        if (!nb::try_cast(value, array)) throw fail("a tensor (DLPack)");
         if (array.device_type() != wanted_device) {
           throw nb::value_error((kernel.name() + "(): argument " + std::to_string(index) +
                                  " lives on a device the queue's " +
@@ -106,39 +106,27 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
   return out;
 }
 
+void launch(const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
+            const nb::args& args, bool addresses) {
+  if (local_size == 0 || global_size % local_size != 0) {
+    throw nb::value_error((kernel.name() + "(): global size " + std::to_string(global_size) +
+                           " is not a positive multiple of the work-group size " +
+                           std::to_string(local_size))
+                              .c_str());
+  }
+  if (kernel.group_size() != 0 && local_size != kernel.group_size()) {
+    throw nb::value_error((kernel.name() + "(): compiled for work-groups of " +
+                           std::to_string(kernel.group_size()) + ", launched with " +
+                           std::to_string(local_size))
+                              .c_str());
+  }
+  const std::vector<KernelArg> converted = convert_args(kernel, queue, args, addresses);
+  nb::gil_scoped_release release;
+  kernel.launch(queue, global_size, local_size, converted);
+}
+
 }  // namespace
 }  // namespace sycl_kernels
-
-// A C entry point for the benchmark's ctypes-style launch (the binding style of
-// peers): raw queue and kernel addresses and an array of argument addresses, no
-// Python objects and no checks. Returns 0, or 1 if the launch threw.
-extern "C" NB_EXPORT int sycl_kernels_launch_raw(uintptr_t queue_address, uintptr_t kernel_address,
-                                                 size_t global_size, size_t local_size,
-                                                 int wait, const void* const* args) {
-  using namespace sycl_kernels;
-  try {
-    const Kernel& kernel = *reinterpret_cast<const Kernel*>(kernel_address);
-    const std::string& signature = kernel.signature();
-    std::vector<KernelArg> converted(signature.size());
-    for (size_t i = 0; i < signature.size(); ++i) {
-      KernelArg& a = converted[i];
-      a.kind = signature[i];
-      switch (a.kind) {
-        case 'p': a.p = *static_cast<void* const*>(args[i]); break;
-        case 'i': a.i = *static_cast<const int32_t*>(args[i]); break;
-        case 'l': a.l = *static_cast<const int64_t*>(args[i]); break;
-        case 'f': a.f = *static_cast<const float*>(args[i]); break;
-        default: a.d = *static_cast<const double*>(args[i]); break;
-      }
-    }
-    const Queue queue = Queue::borrow(queue_address);
-    kernel.launch(queue, global_size, local_size, converted);
-    if (wait) queue.get().wait_and_throw();
-    return 0;
-  } catch (...) {
-    return 1;
-  }
-}
 
 NB_MODULE(_C, m) {
   using namespace sycl_kernels;
@@ -169,8 +157,6 @@ NB_MODULE(_C, m) {
                   "Wraps a `sycl::queue*` given as an int (torch.xpu stream.sycl_queue).")
       .def_prop_ro("address", &Queue::address)
       .def_prop_ro("blocking", &Queue::blocking)
-      .def_prop_ro("context_id",
-                   [](const Queue& q) { return std::hash<sycl::context>{}(q.get().get_context()); })
       .def_prop_ro("device", [](const Queue& q) { return describe(q.get().get_device()); })
       .def("wait", [](const Queue& q) {
         nb::gil_scoped_release release;
@@ -192,34 +178,23 @@ NB_MODULE(_C, m) {
       .def(nb::init<const Bundle&, const std::string&, std::string, size_t>(), "bundle"_a,
            "name"_a, "signature"_a, "group_size"_a = 0,
            "Kernel `name` of a loaded image. `signature` has one letter per parameter:\n"
-           "p pointer (a tensor, checked to be on the queue's device, or an int address,\n"
-           "taken as is), i int32, l int64, f float, d double. `group_size` is the\n"
+           "p pointer (a tensor), i int32, l int64, f float, d double. `group_size` is the\n"
            "work-group size it was compiled for (0: any).")
       .def_prop_ro("name", &Kernel::name)
       .def_prop_ro("signature", &Kernel::signature)
       .def_prop_ro("group_size", &Kernel::group_size)
-      .def_prop_ro("address", [](const Kernel& k) { return reinterpret_cast<uintptr_t>(&k); })
       .def(
           "launch",
           [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
-             nb::args args) {
-            if (local_size == 0 || global_size % local_size != 0) {
-              throw nb::value_error((kernel.name() + "(): global size " +
-                                     std::to_string(global_size) +
-                                     " is not a positive multiple of the work-group size " +
-                                     std::to_string(local_size))
-                                        .c_str());
-            }
-            if (kernel.group_size() != 0 && local_size != kernel.group_size()) {
-              throw nb::value_error((kernel.name() + "(): compiled for work-groups of " +
-                                     std::to_string(kernel.group_size()) + ", launched with " +
-                                     std::to_string(local_size))
-                                        .c_str());
-            }
-            const std::vector<KernelArg> converted = convert_args(kernel, queue, args);
-            nb::gil_scoped_release release;
-            kernel.launch(queue, global_size, local_size, converted);
-          },
+             nb::args args) { launch(kernel, queue, global_size, local_size, args, false); },
           "queue"_a, "global_size"_a, "local_size"_a, "args"_a,
-          "Submits the kernel on `queue` (and waits if the queue is blocking).");
+          "Submits the kernel on `queue` (and waits if the queue is blocking); pointer\n"
+          "arguments are tensors, checked to be on the queue's device.")
+      .def(
+          "_launch_addresses",
+          [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
+             nb::args args) { launch(kernel, queue, global_size, local_size, args, true); },
+          "queue"_a, "global_size"_a, "local_size"_a, "args"_a,
+          "launch(), taking an int for a pointer as a device address, unchecked: for the\n"
+          "ops only, which check every tensor before passing its data_ptr().");
 }

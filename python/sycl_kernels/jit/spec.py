@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .._dtypes import DType
 
+# gpu: 256 work-items of 16-byte vectors cover 4 KB of a row per pass, within the
+# maximum work-group size of every Intel GPU (512 or 1024).
 _MAX_ROW_GROUP_SIZE = 256
+# cpu: half the OpenCL CPU device's maximum work-group size (8192); with at most 32
+# unrolled steps a work-item, rows of up to 32 x 4096 elements are covered.
 _MAX_CPU_GROUP_SIZE = 4096
 
 # Kernel parameter C types -> the letter the host module's launcher converts by.
@@ -75,6 +79,8 @@ class KernelSpec:
         )
 
 
+# The device classes kernels are tuned for (kernels/common/vec.hpp); _runtime.tuning_of
+# picks one per tensor.
 TUNINGS = ("cpu", "gpu")
 
 

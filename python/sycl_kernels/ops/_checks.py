@@ -82,6 +82,22 @@ def check_disjoint_rows(op: str, name: str, rows: int, row_stride: int, row_size
         )
 
 
+def check_heads(op: str, name: str, t: torch.Tensor, written: bool) -> None:
+    """[tokens, heads, head_dim] with heads packed (head stride head_dim), any token stride."""
+    if t.dim() != 3:
+        raise ValueError(
+            f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads, head_dim]"
+        )
+    check_unit_last_stride(op, name, t)
+    if t.shape[1] > 1 and t.stride(1) != t.shape[2]:
+        raise ValueError(
+            f"{op}(): {name} has head stride {t.stride(1)}; expected {t.shape[2]} "
+            "(heads packed within a token; the token stride may be anything)"
+        )
+    if written:
+        check_disjoint_rows(op, name, t.shape[0], t.stride(0), t.shape[1] * t.shape[2])
+
+
 def check_number(
     op: str, name: str, value: object, *, minimum: float | None = None, positive: bool = False
 ) -> None:

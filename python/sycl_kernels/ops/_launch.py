@@ -7,5 +7,11 @@ from ..jit.spec import KernelSpec
 
 
 def launch_groups(spec: KernelSpec, queue, groups: int, *args: object) -> None:
-    """Runs `spec`'s kernel on `queue` as `groups` work-groups of the size it was compiled for."""
-    get_kernel(spec, queue).launch(queue, groups * spec.group_size, spec.group_size, *args)
+    """Runs `spec`'s kernel on `queue` as `groups` work-groups of the size it was compiled for.
+
+    Pointer arguments are data_ptr() addresses, taken unchecked: only the ops call
+    this, after their checks (ops/_op.py runs them on every entry point).
+    """
+    get_kernel(spec, queue)._launch_addresses(
+        queue, groups * spec.group_size, spec.group_size, *args
+    )

@@ -1,0 +1,253 @@
+"""sycl_kernels.ops._op: the one way an op is defined (define_op).
+
+An op is two functions:
+
+- ``check(*args) -> plan``: every argument check (types, dtypes, devices, shapes,
+  strides, overlap, scalar values), returning what the launch needs (the dtype
+  entry, row views). It reads metadata only, so it also runs on fake tensors with
+  symbolic shapes. Its annotated signature is the custom op's schema.
+- ``launch(plan, *args)``: checks that need the data (index ranges on CPU
+  tensors), the kernel spec, then the kernel launch.
+
+define_op registers ``sycl_kernels::<name>`` (and ``<name>_out`` for an op whose
+check ends with an ``out`` parameter) with a real implementation that runs both
+and a fake one that runs ``check`` on metadata, so every entry point checks before
+anything launches: the public function, ``torch.ops.sycl_kernels.*``, a
+``torch.compile``d graph (at trace time) and opcheck. It returns the dispatcher
+the public function forwards to: in eager mode without autograd it runs ``check``
+and ``launch`` itself, skipping the dispatcher's per-call cost; while compiling,
+or when an input requires grad with grad mode on, it calls the custom op.
+
+Autograd: an op given a ``torch_form`` (its formula in torch ops, float32 math)
+gets the gradient of that formula; any other op raises a RuntimeError when called
+on a tensor that requires grad with grad mode on, never a silently missing or
+wrong gradient. ``out=`` variants and in-place ops are of the second kind.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+OP_NAMESPACE = "sycl_kernels"
+
+
+def _signature(
+    check: Callable[..., Any], drop: str | None, returns: object, required: str | None
+) -> inspect.Signature:
+    """check's signature as a custom op's: without `drop`, `required` made a plain Tensor
+    (and then no parameter keeps a default: none may precede it), annotations evaluated
+    (the schema is inferred from them)."""
+    annotations = inspect.get_annotations(check, eval_str=True)
+    params = []
+    for p in inspect.signature(check).parameters.values():
+        if p.name == drop:
+            continue
+        p = p.replace(annotation=annotations[p.name])
+        if required is not None:
+            p = p.replace(default=inspect.Parameter.empty)
+        if p.name == required:
+            p = p.replace(annotation=torch.Tensor)
+        params.append(p)
+    return inspect.Signature(params, return_annotation=returns)
+
+
+def _custom_op(
+    name: str,
+    body: Callable[..., Any],
+    signature: inspect.Signature,
+    mutates: Sequence[str],
+    fake: Callable[..., Any],
+) -> Any:
+    body.__signature__ = signature
+    body.__name__ = body.__qualname__ = name
+    op = torch.library.custom_op(f"{OP_NAMESPACE}::{name}", mutates_args=tuple(mutates))(body)
+    op.register_fake(fake)
+    return op
+
+
+# Holds the Autograd kernels of the ops that refuse gradients (a registration lives
+# as long as its Library).
+_AUTOGRAD_KERNELS = torch.library.Library(OP_NAMESPACE, "IMPL")
+
+
+def _refuse_gradient(op: Any, op_name: str, tensor_names: Sequence[str], why: str) -> None:
+    """Makes `op` raise when called on a tensor that requires grad with grad mode on.
+
+    torch.library lets only functional ops register a formula, and a mutating op
+    without one runs silently with a wrong gradient; so this is the op's Autograd
+    kernel itself, which sees grad mode and otherwise passes the call on.
+    """
+    overload = op._opoverload
+    arguments = [a.name for a in overload._schema.arguments]
+    positions = [i for i, name in enumerate(arguments) if name in tensor_names]
+
+    def autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if torch.is_grad_enabled():
+            needing = [
+                arguments[i]
+                for i in positions
+                if i < len(args) and getattr(args[i], "requires_grad", False)
+            ]
+            needing += [n for n, a in kwargs.items() if getattr(a, "requires_grad", False)]
+            if needing:
+                verb = "requires" if len(needing) == 1 else "require"
+                raise RuntimeError(
+                    f"{op_name}(): {', '.join(needing)} {verb} grad, but {op_name} has no "
+                    f"gradient ({why}); call it under torch.no_grad() or "
+                    "torch.inference_mode(), or pass tensors that do not require grad"
+                )
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+
+    _AUTOGRAD_KERNELS.impl(op._name, autograd_kernel, "Autograd", with_keyset=True)
+
+
+def _register_gradient(
+    op: Any,
+    torch_form: Callable[..., torch.Tensor],
+    tensor_positions: Sequence[int],
+    full: Callable[[tuple, dict], tuple],
+) -> None:
+    """Gives `op` the gradient of `torch_form`, its formula in torch ops."""
+
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.given = len(inputs)
+        inputs = full(tuple(inputs), {})
+        ctx.scalars = [None if i in tensor_positions else a for i, a in enumerate(inputs)]
+        ctx.save_for_backward(*(inputs[i] for i in tensor_positions))
+
+    def backward(ctx, grad: torch.Tensor) -> tuple:
+        inputs = list(ctx.scalars)
+        wanted = [i for i in tensor_positions if ctx.needs_input_grad[i]]
+        with torch.enable_grad():
+            for i, t in zip(tensor_positions, ctx.saved_tensors, strict=True):
+                inputs[i] = t.detach().requires_grad_(i in wanted)
+            result = torch_form(*inputs)
+            grads = torch.autograd.grad(result, [inputs[i] for i in wanted], grad)
+        out: list[torch.Tensor | None] = [None] * len(inputs)
+        for i, g in zip(wanted, grads, strict=True):
+            out[i] = g.to(inputs[i].dtype)
+        return tuple(out[: ctx.given])
+
+    op.register_autograd(backward, setup_context=setup_context)
+
+
+def define_op(
+    name: str,
+    check: Callable[..., Any],
+    launch: Callable[..., None],
+    *,
+    mutates: Sequence[str] = (),
+    new_output: Callable[..., torch.Tensor] | None = None,
+    torch_form: Callable[..., torch.Tensor] | None = None,
+) -> Callable[..., Any]:
+    """Registers sycl_kernels::<name> from `check` and `launch`; returns the dispatcher.
+
+    mutates: the arguments the op writes in place (it then returns None).
+    new_output(*args): allocates the op's result (fake tensors included); the op
+    then returns it, and launch gets it as its last argument. If check's last
+    parameter is ``out``, sycl_kernels::<name>_out is registered too, writing there.
+    torch_form(*args): the op's formula in torch ops, for its gradient.
+    """
+    signature = inspect.signature(check)
+    params = list(signature.parameters)
+    has_out = params[-1] == "out"
+    tensor_positions = [
+        i for i, p in enumerate(params) if p != "out" and "Tensor" in str(signature.parameters[p])
+    ]
+    tensor_names = [params[i] for i in tensor_positions]
+    functional = None
+    writing = None
+
+    op_signature = _signature(check, "out" if has_out else None, None, None)
+
+    def full(args: tuple, kwargs: dict) -> tuple:
+        """The dispatcher leaves out arguments equal to their defaults: put them back."""
+        if not kwargs and len(args) == len(op_signature.parameters):
+            return args
+        bound = op_signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
+
+    if new_output is not None:
+
+        def functional_body(*args: Any, **kwargs: Any) -> torch.Tensor:
+            args = full(args, kwargs)
+            plan = check(*args)
+            out = new_output(*args)
+            launch(plan, *args, out)
+            return out
+
+        def functional_fake(*args: Any, **kwargs: Any) -> torch.Tensor:
+            args = full(args, kwargs)
+            check(*args)
+            return new_output(*args)
+
+        functional = _custom_op(
+            name,
+            functional_body,
+            op_signature.replace(return_annotation=torch.Tensor),
+            (),
+            functional_fake,
+        )
+        if torch_form is not None:
+            _register_gradient(functional, torch_form, tensor_positions, full)
+        else:
+            _refuse_gradient(functional, name, tensor_names, "no gradient formula")
+
+    if has_out:
+        out_signature = _signature(check, None, None, "out")
+
+        def out_body(*args: Any, **kwargs: Any) -> None:
+            bound = out_signature.bind(*args, **kwargs)
+            launch(check(*bound.args), *bound.args)
+
+        def out_fake(*args: Any, **kwargs: Any) -> None:
+            check(*out_signature.bind(*args, **kwargs).args)
+
+        writing = _custom_op(f"{name}_out", out_body, out_signature, ("out",), out_fake)
+        _refuse_gradient(writing, name, [*tensor_names, "out"], "it writes into out=")
+    elif new_output is None:
+
+        def writing_body(*args: Any, **kwargs: Any) -> None:
+            args = full(args, kwargs)
+            launch(check(*args), *args)
+
+        def writing_fake(*args: Any, **kwargs: Any) -> None:
+            check(*full(args, kwargs))
+
+        writing = _custom_op(name, writing_body, op_signature, mutates, writing_fake)
+        _refuse_gradient(writing, name, tensor_names, "it writes in place")
+
+    def needs_autograd(args: tuple) -> bool:
+        # A loop, not any(<generator>): this runs on every eager call with grad mode on.
+        for i in tensor_positions:  # noqa: SIM110
+            if getattr(args[i], "requires_grad", False):
+                return True
+        return False
+
+    def run(*args: Any) -> Any:
+        if (torch.is_grad_enabled() and needs_autograd(args)) or torch.compiler.is_compiling():
+            if has_out and args[-1] is not None:
+                writing(*args)
+                return args[-1]
+            if functional is not None:
+                return functional(*(args[:-1] if has_out else args))
+            return writing(*args)
+        plan = check(*args)
+        if new_output is None:
+            launch(plan, *args)
+            return None
+        if has_out and args[-1] is not None:
+            launch(plan, *args)
+            return args[-1]
+        out = new_output(*(args[:-1] if has_out else args))
+        launch(plan, *(args[:-1] if has_out else args), out)
+        return out
+
+    run.__name__ = run.__qualname__ = name
+    return run
