@@ -32,7 +32,7 @@ def _lines_summary(config: dict) -> str:
         f"libsycl.so.{line} (built against intel-sycl-rt {entry['sycl_runtime_version']})"
         for line, entry in sorted(config["lines"].items())
     ]
-    alone = "; this build has one line only (the others could not be fetched)"
+    alone = "; this build has one line only (the others were not fetched when it was built)"
     return ", ".join(lines) + (alone if len(lines) == 1 else "")
 
 

@@ -1,7 +1,8 @@
 """sycl_kernels._cases: each op and its torch eager form on the same tensors, for demo and bench.
 
-A Case holds two callables over shared inputs (ours, torch's), the bytes the op
-must move (each tensor read or written once) and the tolerance of comparing them.
+A Case holds two callables over shared inputs (ours, torch's) and the bytes the op
+must move (each tensor read or written once); demo and bench time both and compare
+their results (each with its own tolerance).
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ from ._launch import launch_groups
 from ._op import define_op
 
 
-def _check_rows(op: str, x: torch.Tensor, weight: torch.Tensor, eps: float) -> int:
-    """Checks x [..., hidden] and weight [hidden]; returns hidden."""
+def _check_rows(op: str, x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[int, DType]:
+    """Checks x [..., hidden] and weight [hidden]; returns hidden and the dtype."""
     check_tensor(op, "x", x)
     check_tensor(op, "weight", weight)
-    check_float_dtype(op, "x", x)
+    dtype = check_float_dtype(op, "x", x)
     check_same(op, "weight", weight, "x", x)
     if x.dim() == 0:
         raise ValueError(f"{op}(): x is a 0-d tensor; expected at least 1 dimension (hidden)")
@@ -38,7 +38,7 @@ def _check_rows(op: str, x: torch.Tensor, weight: torch.Tensor, eps: float) -> i
     check_number(op, "eps", eps, minimum=0)
     check_unit_last_stride(op, "x", x)
     check_unit_last_stride(op, "weight", weight)
-    return hidden
+    return hidden, dtype
 
 
 def _rmsnorm_form(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> torch.Tensor:
@@ -52,7 +52,7 @@ def _define_rmsnorm(op: str, gemma: bool):
     def check(
         x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None
     ) -> tuple[DType, torch.Tensor, torch.Tensor | None] | None:
-        hidden = _check_rows(op, x, weight, eps)
+        hidden, dtype = _check_rows(op, x, weight, eps)
         if out is not None:
             check_tensor(op, "out", out)
             check_same(op, "out", out, "x", x)
@@ -61,7 +61,7 @@ def _define_rmsnorm(op: str, gemma: bool):
         if x.numel() == 0:
             return None
         out_rows = None if out is None else as_rows(op, "out", out, hidden, written=True)
-        return check_float_dtype(op, "x", x), as_rows(op, "x", x, hidden, written=False), out_rows
+        return dtype, as_rows(op, "x", x, hidden, written=False), out_rows
 
     def launch(plan, x, weight, eps, out) -> None:
         if plan is None:
@@ -99,7 +99,7 @@ def _define_fused_add_rmsnorm(op: str, gemma: bool):
     def check(
         x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
     ) -> tuple[DType, torch.Tensor, torch.Tensor] | None:
-        hidden = _check_rows(op, x, weight, eps)
+        hidden, dtype = _check_rows(op, x, weight, eps)
         check_tensor(op, "residual", residual)
         check_same(op, "residual", residual, "x", x)
         check_shape(op, "residual", residual, tuple(x.shape), "x.shape")
@@ -108,7 +108,7 @@ def _define_fused_add_rmsnorm(op: str, gemma: bool):
             return None
         x_rows = as_rows(op, "x", x, hidden, written=True)
         residual_rows = as_rows(op, "residual", residual, hidden, written=True)
-        return check_float_dtype(op, "x", x), x_rows, residual_rows
+        return dtype, x_rows, residual_rows
 
     def launch(plan, x, residual, weight, eps) -> None:
         if plan is None:
