@@ -24,13 +24,15 @@ import torch
 
 from . import _runtime, jit, ops
 from ._cases import Case, activation_case, head_case, norm_case, timestep_case
+from ._dtypes import BY_NAME, DTYPES
 from ._timing import median_seconds
+from .jit.norm import rmsnorm_spec
 
 NORM_OPS = ("rmsnorm", "gemma_rmsnorm", "fused_add_rmsnorm")
 HEAD_OPS = ("qknorm", "apply_rope")
 ACTIVATION_OPS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
 ALL_OPS = (*NORM_OPS, *HEAD_OPS, *ACTIVATION_OPS, "timestep_embedding")
-DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+DTYPE_NAMES = {d.torch_dtype: d.short_name for d in DTYPES}
 
 # Enough calls for a stable median, few enough for slow torch shapes.
 _TARGET_SECONDS = 0.25
@@ -149,9 +151,6 @@ def host_overhead(repeats: int) -> dict[str, float]:
     x, w = torch.randn(1, 64), torch.randn(64)
     out = torch.empty_like(x)
     queue = _runtime.cpu_queue()
-    from ._dtypes import BY_NAME
-    from .jit.norm import rmsnorm_spec
-
     spec = rmsnorm_spec(BY_NAME["fp32"], 64, "cpu")
     kernel = jit.get_kernel(spec, queue)
     group = spec.group_size
@@ -214,9 +213,6 @@ def compile_latency(runs: int) -> dict[str, float]:
             warm.append(w["seconds"])
             aot.append(a["seconds"])
     queue = _runtime.cpu_queue()
-    from ._dtypes import BY_NAME
-    from .jit.norm import rmsnorm_spec
-
     spec = rmsnorm_spec(BY_NAME["fp32"], 4096, "cpu")
     jit.get_kernel(spec, queue)
     n = 100_000
