@@ -41,8 +41,10 @@ def check_same(op: str, name: str, t: torch.Tensor, like_name: str, like: torch.
 
 
 def check_shape(op: str, name: str, t: torch.Tensor, shape: tuple[int, ...], why: str) -> None:
-    if tuple(t.shape) != shape:
-        raise ValueError(f"{op}(): {name} has shape {tuple(t.shape)}; expected {shape} ({why})")
+    if t.shape != shape:  # torch.Size equals the tuple of its sizes; no conversion
+        raise ValueError(
+            f"{op}(): {name} has shape {tuple(t.shape)}; expected {tuple(shape)} ({why})"
+        )
 
 
 def check_unit_last_stride(op: str, name: str, t: torch.Tensor) -> None:

@@ -223,30 +223,37 @@ def define_op(
         writing = _custom_op(name, writing_body, op_signature, mutates, writing_fake)
         _refuse_gradient(writing, name, tensor_names, "it writes in place")
 
-    def needs_autograd(args: tuple) -> bool:
-        # A loop, not any(<generator>): this runs on every eager call with grad mode on.
-        for i in tensor_positions:  # noqa: SIM110
-            if getattr(args[i], "requires_grad", False):
-                return True
-        return False
+    def through_the_op(args: tuple) -> Any:
+        if has_out and args[-1] is not None:
+            writing(*args)
+            return args[-1]
+        if functional is not None:
+            return functional(*(args[:-1] if has_out else args))
+        return writing(*args)
 
     def run(*args: Any) -> Any:
-        if (torch.is_grad_enabled() and needs_autograd(args)) or torch.compiler.is_compiling():
-            if has_out and args[-1] is not None:
-                writing(*args)
-                return args[-1]
-            if functional is not None:
-                return functional(*(args[:-1] if has_out else args))
-            return writing(*args)
+        # Inline, not a helper or any(<generator>): this runs on every eager call.
+        if torch.is_grad_enabled():
+            for i in tensor_positions:
+                if getattr(args[i], "requires_grad", False):
+                    return through_the_op(args)
+        if torch.compiler.is_compiling():
+            return through_the_op(args)
         plan = check(*args)
         if new_output is None:
             launch(plan, *args)
             return None
-        if has_out and args[-1] is not None:
-            launch(plan, *args)
-            return args[-1]
-        out = new_output(*(args[:-1] if has_out else args))
-        launch(plan, *(args[:-1] if has_out else args), out)
+        if not has_out:
+            out = new_output(*args)
+            launch(plan, *args, out)
+            return out
+        out = args[-1]
+        if out is None:
+            inputs = args[:-1]
+            out = new_output(*inputs)
+            launch(plan, *inputs, out)
+            return out
+        launch(plan, *args)
         return out
 
     run.__name__ = run.__qualname__ = name

@@ -63,7 +63,7 @@ def _define(op: str, doc: str) -> Callable[..., torch.Tensor]:
         dtype, x_rows, out_rows = plan
         dim = x_rows.shape[1] // 2
         if out_rows is None:
-            out_rows = out.view(-1, dim)
+            out_rows = as_rows(op, "out", out, dim, written=True)
         launch_groups(
             act_and_mul_spec(op, dtype, dim, _runtime.tuning_of(x)),
             _runtime.queue_of(x),

@@ -56,7 +56,7 @@ def _define_rmsnorm(op: str, gemma: bool):
         if out is not None:
             check_tensor(op, "out", out)
             check_same(op, "out", out, "x", x)
-            check_shape(op, "out", out, tuple(x.shape), "x.shape")
+            check_shape(op, "out", out, x.shape, "x.shape")
             check_unit_last_stride(op, "out", out)
         if x.numel() == 0:
             return None
@@ -69,7 +69,7 @@ def _define_rmsnorm(op: str, gemma: bool):
         dtype, x_rows, out_rows = plan
         hidden = x_rows.shape[1]
         if out_rows is None:
-            out_rows = out.view(-1, hidden)
+            out_rows = as_rows(op, "out", out, hidden, written=True)
         launch_groups(
             rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma),
             _runtime.queue_of(x),
@@ -102,7 +102,7 @@ def _define_fused_add_rmsnorm(op: str, gemma: bool):
         hidden, dtype = _check_rows(op, x, weight, eps)
         check_tensor(op, "residual", residual)
         check_same(op, "residual", residual, "x", x)
-        check_shape(op, "residual", residual, tuple(x.shape), "x.shape")
+        check_shape(op, "residual", residual, x.shape, "x.shape")
         check_unit_last_stride(op, "residual", residual)
         if x.numel() == 0:
             return None
