@@ -7,17 +7,30 @@ import math
 import torch
 
 
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool = False) -> torch.Tensor:
+def rmsnorm(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool = False
+) -> torch.Tensor:
+    """weight None: no scale."""
     x64 = x.double()
-    w = weight.double() + 1 if gemma else weight.double()
-    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w
+    normed = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)
+    if weight is None:
+        return normed
+    return normed * (weight.double() + 1 if gemma else weight.double())
 
 
 def fused_add_rmsnorm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool = False
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    gemma: bool = False,
+    rounded_sum: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(new x, new residual): residual + x, and its rmsnorm."""
+    """(new x, new residual): residual + x, and its rmsnorm; rounded_sum normalizes the sum
+    rounded to x's dtype instead of the exact one."""
     summed = x.double() + residual.double()
+    if rounded_sum:
+        summed = summed.to(x.dtype).double()
     return rmsnorm(summed, weight, eps, gemma), summed
 
 

@@ -1,8 +1,9 @@
-// kernels/activation/gated.hpp: gated activations, out = act(x[..., :d]) * x[..., d:], one work-group per row.
+// kernels/activation/gated.hpp: gated activations, out = act(gate) * up, one work-group per row.
 #pragma once
 
 #include "../common/dtype.hpp"
 #include "../common/loop.hpp"
+#include "../common/rows.hpp"
 #include "../common/vec.hpp"
 
 namespace sycl_kernels {
@@ -43,29 +44,36 @@ inline float activate(float x) {
   }
 }
 
+// One work-group per row: out = act(gate) * up. gate, up and out have up to three
+// strided leading dimensions each (kernels/common/rows.hpp); for x = [gate, up]
+// (or [up, gate]) gate and up are the two halves of x's rows.
 template <typename T, int kDim, int kThreads, int kVec, int kAct>
-inline void act_and_mul(const T* x, int64_t x_row_stride, T* out, int64_t out_row_stride) {
+inline void act_and_mul(const T* gate, int64_t gate_outer, int64_t gate_middle,
+                        int64_t gate_inner, const T* up, int64_t up_outer, int64_t up_middle,
+                        int64_t up_inner, T* out, int64_t out_outer, int64_t out_middle,
+                        int64_t out_inner, int64_t middle_size, int64_t inner_size) {
   constexpr Activation act = static_cast<Activation>(kAct);
   constexpr int kNumVecs = kDim / kVec;
   constexpr int kTailBegin = kNumVecs * kVec;
   const auto item = this_nd_item();
   const int64_t row = item.get_group(0);
   const int tid = static_cast<int>(item.get_local_id(0));
-  const T* gate = x + row * x_row_stride;
-  const T* up = gate + kDim;
-  T* out_row = out + row * out_row_stride;
+  const T* gate_row =
+      gate + row_offset(row, middle_size, inner_size, {gate_outer, gate_middle, gate_inner});
+  const T* up_row = up + row_offset(row, middle_size, inner_size, {up_outer, up_middle, up_inner});
+  T* out_row = out + row_offset(row, middle_size, inner_size, {out_outer, out_middle, out_inner});
 
   auto element = [&](int i) {
-    out_row[i] = from_float<T>(activate<act>(to_float(gate[i])) * to_float(up[i]));
+    out_row[i] = from_float<T>(activate<act>(to_float(gate_row[i])) * to_float(up_row[i]));
   };
-  const bool vectorized =
-      is_vec_aligned<kVec>(gate) && is_vec_aligned<kVec>(up) && is_vec_aligned<kVec>(out_row);
+  const bool vectorized = is_vec_aligned<kVec>(gate_row) && is_vec_aligned<kVec>(up_row) &&
+                          is_vec_aligned<kVec>(out_row);
   if constexpr (kVec == 1) {
     for_each_strided<kDim, kThreads>(tid, element);
   } else if (vectorized) {
     for_each_strided<kNumVecs, kThreads>(tid, [&](int v) {
-      const Vec<T, kVec> g = load_vec<kVec>(gate + v * kVec);
-      const Vec<T, kVec> u = load_vec<kVec>(up + v * kVec);
+      const Vec<T, kVec> g = load_vec<kVec>(gate_row + v * kVec);
+      const Vec<T, kVec> u = load_vec<kVec>(up_row + v * kVec);
       Vec<T, kVec> o;
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {

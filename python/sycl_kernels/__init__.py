@@ -9,6 +9,7 @@ from ._devices import Device, default_device, devices
 from ._runtime import RuntimeLineError
 from .jit import JitDisabledError, KernelCompileError
 from .ops import (
+    act_and_mul,
     apply_rope,
     fused_add_rmsnorm,
     gelu_and_mul,
@@ -28,6 +29,7 @@ __all__ = [
     "JitDisabledError",
     "KernelCompileError",
     "RuntimeLineError",
+    "act_and_mul",
     "apply_rope",
     "default_device",
     "devices",

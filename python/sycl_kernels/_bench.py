@@ -154,15 +154,27 @@ def host_overhead(repeats: int) -> dict[str, float]:
     spec = rmsnorm_spec(BY_NAME["fp32"], 64, "cpu")
     kernel = jit.get_kernel(spec, queue)
     group = spec.group_size
+    rows = (0, 0, 64)  # row strides (kernels/common/rows.hpp)
+    eps = 1e-6
 
     paths = {
         "sycl_kernels.rmsnorm": lambda: ops.rmsnorm(x, w, 1e-6, out=out),
         "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, 1e-6),
         "Kernel.launch (nanobind, DLPack)": lambda: kernel.launch(
-            queue, group, group, x, 64, w, out, 64, 1e-6
+            queue, group, group, x, *rows, w, out, *rows, 1, 1, eps
         ),
         "Kernel launch (addresses, the ops' path)": lambda: kernel._launch_addresses(
-            queue, group, group, x.data_ptr(), 64, w.data_ptr(), out.data_ptr(), 64, 1e-6
+            queue,
+            group,
+            group,
+            x.data_ptr(),
+            *rows,
+            w.data_ptr(),
+            out.data_ptr(),
+            *rows,
+            1,
+            1,
+            1e-6,
         ),
     }
     samples: dict[str, list[float]] = {name: [] for name in paths}

@@ -153,9 +153,9 @@ def _load_and_check(name_hidden: int) -> None:
     assert build.stats().compiles == before + 1, "the JIT should have compiled instead"
     x, weight = torch.randn(2, name_hidden), torch.randn(name_hidden)
     out = torch.empty_like(x)
-    kernel.launch(
-        queue, 2 * spec.group_size, spec.group_size, x, name_hidden, weight, out, name_hidden, 1e-6
-    )
+    rows = (0, 0, name_hidden)  # row strides (kernels/common/rows.hpp)
+    group = spec.group_size
+    kernel.launch(queue, 2 * group, group, x, *rows, weight, out, *rows, 1, 2, 1e-6)
     torch.testing.assert_close(
         out.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(torch.float32)
     )

@@ -102,7 +102,7 @@ def test_borrowed_queue_runs_a_kernel() -> None:
     x, weight = torch.randn(3, 256), torch.randn(256)
     out = torch.zeros_like(x)
     kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256, "cpu"), borrowed)
-    kernel.launch(borrowed, 3 * 256, 256, x, 256, weight, out, 256, 1e-6)
+    kernel.launch(borrowed, 3 * 256, 256, x, 0, 0, 256, weight, out, 0, 0, 256, 1, 3, 1e-6)
     borrowed.wait()
     torch.testing.assert_close(out.double(), references.rmsnorm(x, weight, 1e-6))
 
@@ -122,20 +122,25 @@ def test_launch_checks_arguments() -> None:
     queue = _runtime.cpu_queue()
     kernel = get_kernel(rmsnorm_spec(BY_NAME["fp32"], 256, "cpu"), queue)
     x = torch.randn(1, 256)
-    with pytest.raises(TypeError, match="expected 6 arguments, got 5"):
-        kernel.launch(queue, 256, 256, x, 256, x, x, 256)
+    # rmsnorm's parameters: x, its 3 row strides, weight, out, its 3 row strides, the
+    # two inner leading sizes, eps.
+    strides, sizes = (0, 0, 256), (1, 1)
+    with pytest.raises(TypeError, match="expected 12 arguments, got 11"):
+        kernel.launch(queue, 256, 256, x, *strides, x, x, *strides, *sizes)
     with pytest.raises(TypeError, match="argument 1 must be an int"):
-        kernel.launch(queue, 256, 256, x, 2.5, x, x, 256, 1e-6)
+        kernel.launch(queue, 256, 256, x, 2.5, 0, 256, x, x, *strides, *sizes, 1e-6)
     with pytest.raises(TypeError, match=r"argument 0 must be a tensor \(DLPack\), got str"):
-        kernel.launch(queue, 256, 256, "x", 256, x, x, 256, 1e-6)
+        kernel.launch(queue, 256, 256, "x", *strides, x, x, *strides, *sizes, 1e-6)
     # An address is taken only by the ops' own launch, after their checks.
-    with pytest.raises(TypeError, match=r"argument 2 must be a tensor \(DLPack\), got int"):
-        kernel.launch(queue, 256, 256, x, 256, x.data_ptr(), x, 256, 1e-6)
+    with pytest.raises(TypeError, match=r"argument 4 must be a tensor \(DLPack\), got int"):
+        kernel.launch(queue, 256, 256, x, *strides, x.data_ptr(), x, *strides, *sizes, 1e-6)
     out = torch.empty_like(x)
-    kernel._launch_addresses(queue, 256, 256, x, 256, x.data_ptr(), out.data_ptr(), 256, 1e-6)
+    kernel._launch_addresses(
+        queue, 256, 256, x, *strides, x.data_ptr(), out.data_ptr(), *strides, *sizes, 1e-6
+    )
     torch.testing.assert_close(out.double(), references.rmsnorm(x, x[0], 1e-6))
     with pytest.raises(ValueError, match="not a positive multiple of the work-group size"):
-        kernel.launch(queue, 65, 64, x, 256, x, x, 256, 1e-6)
+        kernel.launch(queue, 65, 64, x, *strides, x, x, *strides, *sizes, 1e-6)
     assert kernel.group_size == 256
     with pytest.raises(ValueError, match="compiled for work-groups of 256, launched with 32"):
-        kernel.launch(queue, 256, 32, x, 256, x, x, 256, 1e-6)
+        kernel.launch(queue, 256, 32, x, *strides, x, x, *strides, *sizes, 1e-6)

@@ -31,7 +31,8 @@ def _rmsnorm_checked(hidden: int) -> None:
     out = jit.get_kernel(rmsnorm_spec(BY_NAME["fp32"], hidden, "cpu"), _runtime.cpu_queue())
     got = torch.empty_like(x)
     threads = rmsnorm_spec(BY_NAME["fp32"], hidden, "cpu").group_size
-    out.launch(_runtime.cpu_queue(), 3 * threads, threads, x, hidden, weight, got, hidden, 1e-6)
+    rows = (0, 0, hidden)  # row strides (kernels/common/rows.hpp)
+    out.launch(_runtime.cpu_queue(), 3 * threads, threads, x, *rows, weight, got, *rows, 1, 3, 1e-6)
     torch.testing.assert_close(
         got.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(torch.float32)
     )

@@ -58,7 +58,8 @@ def test_the_tool_is_installed_and_compiles(fresh_cache: Path) -> None:
     kernel = jit.get_kernel(rmsnorm_spec(BY_NAME["fp32"], HIDDEN, "cpu"), _runtime.cpu_queue())
     out = torch.empty_like(x)
     group = kernel.group_size
-    kernel.launch(_runtime.cpu_queue(), 2 * group, group, x, HIDDEN, weight, out, HIDDEN, 1e-6)
+    rows = (0, 0, HIDDEN)  # row strides (kernels/common/rows.hpp)
+    kernel.launch(_runtime.cpu_queue(), 2 * group, group, x, *rows, weight, out, *rows, 1, 2, 1e-6)
     torch.testing.assert_close(
         out.double(), references.rmsnorm(x, weight, 1e-6), **references.tolerance(torch.float32)
     )

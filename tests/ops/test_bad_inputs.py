@@ -99,6 +99,15 @@ def _act_args() -> dict[str, object]:
     return {"x": torch.randn(4, 64), "out": torch.zeros(4, 32)}
 
 
+def _act_and_mul_args() -> dict[str, object]:
+    return {
+        "gate": torch.randn(4, 32),
+        "up": torch.randn(4, 32),
+        "activation": "silu",
+        "out": torch.zeros(4, 32),
+    }
+
+
 NORM_TENSORS = {
     "x": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2",
     "weight": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2",
@@ -109,7 +118,10 @@ FUSED_ADD_TENSORS = {
     "residual": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows",
     "weight": NORM_TENSORS["weight"],
 }
-HEADS = f"{FLOAT} extra_dim missing_dim last_dim_plus_one last_stride_2 spread_heads"
+# Heads may have any strides but the last (a padded head layout is valid).
+HEADS = f"{FLOAT} zero_dim last_dim_plus_one last_stride_2 overlapping_rows"
+ACT_OUT = f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows"
+BOOL = [(None, TypeError), (1, TypeError)]
 KV_CACHE = f"{FLOAT} extra_dim missing_dim last_dim_plus_one last_stride_2 overlapping_rows"
 INDEX = f"{COMMON} float32 extra_dim zero_dim last_dim_plus_one last_stride_2 index_too_large"
 
@@ -119,49 +131,60 @@ CASES = [
         for op in ("rmsnorm", "gemma_rmsnorm")
     ),
     *(
-        OpCase(op, _fused_add_args, FUSED_ADD_TENSORS)
+        OpCase(op, _fused_add_args, FUSED_ADD_TENSORS, {"rounded_sum": BOOL})
         for op in ("fused_add_rmsnorm", "gemma_fused_add_rmsnorm")
     ),
     OpCase(
         "qknorm",
         _qknorm_args,
         {
-            "q": f"{HEADS} overlapping_rows",
-            "k": f"{HEADS} overlapping_rows",
+            "q": HEADS,
+            "k": HEADS,
             "q_weight": NORM_TENSORS["weight"],
             "k_weight": NORM_TENSORS["weight"],
         },
-        {"eps": NON_NEGATIVE},
+        {"eps": NON_NEGATIVE, "gemma": BOOL},
     ),
     OpCase(
         "apply_rope",
         _rope_args,
         {
-            "positions": f"{INDEX} index_negative",
-            "q": f"{HEADS} overlapping_rows",
-            "k": f"{HEADS} overlapping_rows",
+            # Any strides, and a 0-d tensor broadcasts: one position for every token.
+            "positions": f"{COMMON} float32 extra_dim last_dim_plus_one index_too_large "
+            "index_negative",
+            "q": f"{HEADS} missing_dim",
+            "k": f"{HEADS} extra_dim missing_dim",
             "cos_sin_cache": f"{COMMON} float16 float64 extra_dim missing_dim last_stride_2",
-            "v": HEADS,
+            "v": f"{FLOAT} zero_dim extra_dim missing_dim last_dim_plus_one last_stride_2",
             "k_cache": KV_CACHE,
             "v_cache": KV_CACHE,
             "out_loc": f"{INDEX} int32",
         },
         {
-            "is_neox": [(None, TypeError), (1, TypeError)],
+            "is_neox": BOOL,
             "rotary_dim": [(32, ValueError), (0, ValueError), (64.0, TypeError), ("64", TypeError)],
+            "head_size": [(32, ValueError), (0, ValueError), (64.0, TypeError)],
+            "layout": [("BSHD", ValueError), (3, TypeError)],
         },
     ),
     *(
         OpCase(
             op,
             _act_args,
-            {
-                "x": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2",
-                "out": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 "
-                "overlapping_rows",
-            },
+            {"x": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2", "out": ACT_OUT},
+            {"gate_first": BOOL},
         )
         for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
+    ),
+    OpCase(
+        "act_and_mul",
+        _act_and_mul_args,
+        {
+            "gate": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2",
+            "up": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2",
+            "out": ACT_OUT,
+        },
+        {"activation": [("relu", ValueError), (None, TypeError)]},
     ),
     OpCase(
         "timestep_embedding",
@@ -218,7 +241,7 @@ def _schema_converts(entry: str, name: str, mutation: tuple[object, type[Excepti
     return isinstance(value, bool) or (name in BOOL_ARGUMENTS and value in (None, 1))
 
 
-BOOL_ARGUMENTS = {"is_neox", "flip_sin_to_cos"}
+BOOL_ARGUMENTS = {"is_neox", "flip_sin_to_cos", "rounded_sum", "gemma", "gate_first"}
 
 
 ENTRY_MATRIX = [
@@ -369,7 +392,7 @@ def test_timestep_embedding_propagates_nan_and_inf(special: float) -> None:
 def _empty(case: OpCase) -> dict[str, object]:
     """The op's valid arguments with zero tokens (rows)."""
     args = case.make_args()
-    token_args = {"x", "out", "residual", "q", "k", "v", "positions", "out_loc", "t"}
+    token_args = {"x", "out", "residual", "q", "k", "v", "positions", "out_loc", "t", "gate", "up"}
     return {k: v[:0] if k in token_args else v for k, v in args.items()}
 
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 import functools
 
 from .._dtypes import DType
-from .spec import KernelSpec, Param, row_group_size, vec_width
+from .spec import KernelSpec, Param, leading_row_params, row_group_size, vec_width
 
-# Op name -> sycl_kernels::Activation value.
-ACTIVATIONS = {"silu_and_mul": 0, "gelu_and_mul": 1, "gelu_tanh_and_mul": 2}
+# Activation name -> sycl_kernels::Activation value. Kernels are named after the op
+# over x's halves (silu_and_mul_...); act_and_mul(gate, up) launches the same ones.
+ACTIVATIONS = {"silu": 0, "gelu": 1, "gelu_tanh": 2}
 
 
 @functools.cache
-def act_and_mul_spec(op: str, dtype: DType, dim: int, tuned_for: str) -> KernelSpec:
+def act_and_mul_spec(activation: str, dtype: DType, dim: int, tuned_for: str) -> KernelSpec:
     t = dtype.cpp_type
     threads = row_group_size(dtype, dim, tuned_for)
     return KernelSpec(
-        name=f"{op}_{dtype.short_name}_d{dim}_{tuned_for}",
+        name=f"{activation}_and_mul_{dtype.short_name}_d{dim}_{tuned_for}",
         header="activation/gated.hpp",
         function="sycl_kernels::act_and_mul",
         template_args=(
@@ -24,13 +25,17 @@ def act_and_mul_spec(op: str, dtype: DType, dim: int, tuned_for: str) -> KernelS
             str(dim),
             str(threads),
             str(vec_width(dtype, tuned_for)),
-            str(ACTIVATIONS[op]),
+            str(ACTIVATIONS[activation]),
         ),
         params=(
-            Param("x", f"const {t}*"),
-            Param("x_row_stride", "int64_t"),
+            Param("gate", f"const {t}*"),
+            *leading_row_params("gate"),
+            Param("up", f"const {t}*"),
+            *leading_row_params("up"),
             Param("out", f"{t}*"),
-            Param("out_row_stride", "int64_t"),
+            *leading_row_params("out"),
+            Param("middle_size", "int64_t"),
+            Param("inner_size", "int64_t"),
         ),
         group_size=threads,
     )

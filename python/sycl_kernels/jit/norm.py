@@ -5,23 +5,56 @@ from __future__ import annotations
 import functools
 
 from .._dtypes import DType
-from .spec import KernelSpec, Param, row_group_size, vec_width
+from .spec import KernelSpec, Param, leading_row_params, row_group_size, vec_width
+
+# How a norm's weight is stored -> its C++ type (None: the activations' own type)
+# and the suffix it adds to the kernel name.
+WEIGHT_KINDS: dict[str, tuple[str | None, str]] = {
+    "dtype": (None, ""),
+    "fp32": ("sycl_kernels::fp32", "_wfp32"),
+    "none": ("sycl_kernels::NoWeight", "_noweight"),
+}
+
+
+def _weight(dtype: DType, weight: str) -> tuple[str, str]:
+    """The weight's C++ type and name suffix; a float32 weight on float32 rows is "dtype"."""
+    try:
+        cpp_type, suffix = WEIGHT_KINDS[weight]
+    except KeyError:
+        raise ValueError(f"weight {weight!r}: expected one of {', '.join(WEIGHT_KINDS)}") from None
+    if cpp_type == dtype.cpp_type:
+        cpp_type, suffix = WEIGHT_KINDS["dtype"]
+    return cpp_type or dtype.cpp_type, suffix
 
 
 def _row_norm_spec(
-    name: str, function: str, dtype: DType, hidden: int, tuned_for: str, gemma: bool, params
+    name: str,
+    dtype: DType,
+    hidden: int,
+    tuned_for: str,
+    gemma: bool,
+    weight: str,
+    params: tuple[Param, ...],
+    extra_template_args: tuple[str, ...] = (),
+    extra_suffix: str = "",
 ) -> KernelSpec:
     threads = row_group_size(dtype, hidden, tuned_for)
+    weight_type, weight_suffix = _weight(dtype, weight)
     return KernelSpec(
-        name=f"{'gemma_' if gemma else ''}{name}_{dtype.short_name}_h{hidden}_{tuned_for}",
+        name=(
+            f"{'gemma_' if gemma else ''}{name}_{dtype.short_name}_h{hidden}_{tuned_for}"
+            f"{weight_suffix}{extra_suffix}"
+        ),
         header="norm/rmsnorm.hpp",
-        function=function,
+        function=f"sycl_kernels::{name}",
         template_args=(
             dtype.cpp_type,
+            weight_type,
             str(hidden),
             str(threads),
             str(vec_width(dtype, tuned_for)),
             str(gemma).lower(),
+            *extra_template_args,
         ),
         params=params,
         group_size=threads,
@@ -29,63 +62,95 @@ def _row_norm_spec(
 
 
 @functools.cache
-def rmsnorm_spec(dtype: DType, hidden: int, tuned_for: str, gemma: bool = False) -> KernelSpec:
+def rmsnorm_spec(
+    dtype: DType, hidden: int, tuned_for: str, gemma: bool = False, weight: str = "dtype"
+) -> KernelSpec:
     t = dtype.cpp_type
     params = (
         Param("x", f"const {t}*"),
-        Param("x_row_stride", "int64_t"),
-        Param("weight", f"const {t}*"),
+        *leading_row_params("x"),
+        Param("weight", f"const {_weight(dtype, weight)[0]}*"),
         Param("out", f"{t}*"),
-        Param("out_row_stride", "int64_t"),
+        *leading_row_params("out"),
+        Param("middle_size", "int64_t"),
+        Param("inner_size", "int64_t"),
         Param("eps", "float"),
     )
-    return _row_norm_spec(
-        "rmsnorm", "sycl_kernels::rmsnorm", dtype, hidden, tuned_for, gemma, params
-    )
+    return _row_norm_spec("rmsnorm", dtype, hidden, tuned_for, gemma, weight, params)
 
 
 @functools.cache
 def fused_add_rmsnorm_spec(
-    dtype: DType, hidden: int, tuned_for: str, gemma: bool = False
+    dtype: DType,
+    hidden: int,
+    tuned_for: str,
+    gemma: bool = False,
+    weight: str = "dtype",
+    rounded_sum: bool = True,
 ) -> KernelSpec:
     t = dtype.cpp_type
     params = (
         Param("x", f"{t}*"),
-        Param("x_row_stride", "int64_t"),
+        *leading_row_params("x"),
         Param("residual", f"{t}*"),
-        Param("residual_row_stride", "int64_t"),
-        Param("weight", f"const {t}*"),
+        *leading_row_params("residual"),
+        Param("weight", f"const {_weight(dtype, weight)[0]}*"),
+        Param("middle_size", "int64_t"),
+        Param("inner_size", "int64_t"),
         Param("eps", "float"),
     )
+    # float32 rows: the two sums are the same number, so one kernel serves both.
+    rounded_sum = rounded_sum or dtype.size == 4
     return _row_norm_spec(
         "fused_add_rmsnorm",
-        "sycl_kernels::fused_add_rmsnorm",
         dtype,
         hidden,
         tuned_for,
         gemma,
+        weight,
         params,
+        extra_template_args=(str(rounded_sum).lower(),),
+        extra_suffix="" if rounded_sum else "_floatsum",
     )
 
 
 @functools.cache
-def qknorm_spec(dtype: DType, head_dim: int, tuned_for: str) -> KernelSpec:
+def qknorm_spec(
+    dtype: DType, head_dim: int, tuned_for: str, gemma: bool = False, weight: str = "dtype"
+) -> KernelSpec:
     t = dtype.cpp_type
+    weight_type, weight_suffix = _weight(dtype, weight)
     threads = row_group_size(dtype, head_dim, tuned_for)
+    rows = tuple(
+        p
+        for name in ("q", "k")
+        for p in (
+            Param(name, f"{t}*"),
+            *leading_row_params(name),
+            Param(f"{name}_middle_size", "int64_t"),
+            Param(f"{name}_inner_size", "int64_t"),
+            *((Param("q_rows", "int64_t"),) if name == "q" else ()),
+        )
+    )
     return KernelSpec(
-        name=f"qknorm_{dtype.short_name}_d{head_dim}_{tuned_for}",
+        name=(
+            f"{'gemma_' if gemma else ''}qknorm_{dtype.short_name}_d{head_dim}_{tuned_for}"
+            f"{weight_suffix}"
+        ),
         header="norm/qknorm.hpp",
         function="sycl_kernels::qknorm",
-        template_args=(t, str(head_dim), str(threads), str(vec_width(dtype, tuned_for))),
+        template_args=(
+            t,
+            weight_type,
+            str(head_dim),
+            str(threads),
+            str(vec_width(dtype, tuned_for)),
+            str(gemma).lower(),
+        ),
         params=(
-            Param("q", f"{t}*"),
-            Param("q_token_stride", "int64_t"),
-            Param("num_q_heads", "int64_t"),
-            Param("k", f"{t}*"),
-            Param("k_token_stride", "int64_t"),
-            Param("num_k_heads", "int64_t"),
-            Param("q_weight", f"const {t}*"),
-            Param("k_weight", f"const {t}*"),
+            *rows,
+            Param("q_weight", f"const {weight_type}*"),
+            Param("k_weight", f"const {weight_type}*"),
             Param("eps", "float"),
         ),
         group_size=threads,

@@ -79,6 +79,11 @@ class KernelSpec:
         )
 
 
+def leading_row_params(tensor: str) -> tuple[Param, ...]:
+    """The strides of a tensor's three leading dimensions (kernels/common/rows.hpp)."""
+    return tuple(Param(f"{tensor}_{dim}", "int64_t") for dim in ("outer", "middle", "inner"))
+
+
 # The device classes kernels are tuned for (kernels/common/vec.hpp); _runtime.tuning_of
 # picks one per tensor.
 TUNINGS = ("cpu", "gpu")

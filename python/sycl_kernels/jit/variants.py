@@ -22,8 +22,29 @@ else:
     import tomli as tomllib
 
 
-def _act_and_mul_spec(op: str, dtype: str, dim: int, tuned_for: str) -> KernelSpec:
-    return act_and_mul_spec(op, BY_NAME[dtype], dim, tuned_for)
+def _act_and_mul_spec(activation: str, dtype: str, dim: int, tuned_for: str) -> KernelSpec:
+    return act_and_mul_spec(activation, BY_NAME[dtype], dim, tuned_for)
+
+
+def _rope_spec(
+    dtype: str,
+    head_dim: int,
+    rotary_dim: int,
+    style: str,
+    positions: str,
+    store_kv: bool,
+    cache: str = "fp32",
+) -> KernelSpec:
+    """cache: "fp32", or "dtype" for a cos/sin cache in the rows' own dtype."""
+    return rope_spec(
+        BY_NAME[dtype],
+        head_dim,
+        rotary_dim,
+        style == "neox",
+        positions,
+        store_kv,
+        BY_NAME[dtype if cache == "dtype" else cache],
+    )
 
 
 # Op name in the manifest -> spec factory taking the manifest's keys as arguments.
@@ -38,11 +59,11 @@ SPEC_FACTORIES: dict[str, Callable[..., KernelSpec]] = {
     "gemma_fused_add_rmsnorm": lambda dtype, hidden, tuned_for: fused_add_rmsnorm_spec(
         BY_NAME[dtype], hidden, tuned_for, gemma=True
     ),
-    "qknorm": lambda dtype, head_dim, tuned_for: qknorm_spec(BY_NAME[dtype], head_dim, tuned_for),
-    "rope": lambda dtype, head_dim, rotary_dim, style, positions, store_kv: rope_spec(
-        BY_NAME[dtype], head_dim, rotary_dim, style == "neox", positions, store_kv
+    "qknorm": lambda dtype, head_dim, tuned_for, gemma=False: qknorm_spec(
+        BY_NAME[dtype], head_dim, tuned_for, gemma
     ),
-    **{op: functools.partial(_act_and_mul_spec, op) for op in ACTIVATIONS},
+    "rope": _rope_spec,
+    **{f"{act}_and_mul": functools.partial(_act_and_mul_spec, act) for act in ACTIVATIONS},
     "timestep_embedding": lambda dim: timestep_embedding_spec(dim),
 }
 
@@ -67,11 +88,16 @@ def read_manifest(path: Path) -> list[Variant]:
     with path.open("rb") as f:
         tables = tomllib.load(f)
     variants = []
+    names: set[str] = set()
     for op, rows in tables.items():
         # A table, or an array of tables when some value combinations do not make sense.
         for axes in rows if isinstance(rows, list) else [rows]:
             keys = sorted(axes)
             for values in itertools.product(*(axes[k] for k in keys)):
                 params = dict(zip(keys, values, strict=True))
-                variants.append(Variant(op, tuple(params.items()), spec_for(op, params)))
+                spec = spec_for(op, params)
+                # Axes may name one kernel twice (a "dtype" cache on fp32 rows is fp32).
+                if spec.name not in names:
+                    names.add(spec.name)
+                    variants.append(Variant(op, tuple(params.items()), spec))
     return variants

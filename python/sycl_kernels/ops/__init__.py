@@ -1,11 +1,12 @@
 """sycl_kernels.ops: the public ops, one module per kernel family."""
 
-from .activation import gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
+from .activation import act_and_mul, gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
 from .diffusion import timestep_embedding
 from .norm import fused_add_rmsnorm, gemma_fused_add_rmsnorm, gemma_rmsnorm, qknorm, rmsnorm
 from .rope import apply_rope
 
 __all__ = [
+    "act_and_mul",
     "apply_rope",
     "fused_add_rmsnorm",
     "gelu_and_mul",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .._dtypes import DTYPES, FLOAT_DTYPE_NAMES, DType
@@ -55,25 +57,72 @@ def check_unit_last_stride(op: str, name: str, t: torch.Tensor) -> None:
         )
 
 
-def as_rows(op: str, name: str, t: torch.Tensor, width: int, written: bool) -> torch.Tensor:
-    """`t` seen as a 2-D [rows, width] view with unit column stride, without copying.
+class RowLayout(NamedTuple):
+    """Rows of `width` elements under up to three leading dimensions (kernels/common/rows.hpp).
 
-    Rows of a `written` tensor must not overlap (an expanded tensor, say): work-groups
-    would write the same memory at once.
+    rows is their number; middle_size and inner_size the sizes of the last two
+    leading dimensions once merged; strides holds, per tensor, the (outer, middle,
+    inner) strides to pass to the kernel.
     """
-    rows = t
-    if t.dim() != 2:
-        try:
-            rows = t.view(-1, width)
-        except RuntimeError:
-            raise ValueError(
-                f"{op}(): {name} of shape {tuple(t.shape)} and strides {t.stride()} cannot be "
-                f"viewed as rows of {width} elements; expected its leading dimensions to be "
-                f"mergeable (call {name}.contiguous())"
-            ) from None
-    if written:
-        check_disjoint_rows(op, name, rows.shape[0], rows.stride(0), width)
-    return rows
+
+    rows: int
+    middle_size: int
+    inner_size: int
+    strides: tuple[tuple[int, int, int], ...]
+
+
+def row_layout(
+    op: str, width: int, tensors: tuple[tuple[str, torch.Tensor, bool], ...]
+) -> RowLayout:
+    """The rows of tensors of one shape [..., width] (unit last stride), without copying.
+
+    Each entry is (name, tensor, written). Leading dimensions are merged where every
+    tensor's strides allow; more than three that cannot merge are refused. Rows of
+    a written tensor must not overlap (an expanded tensor, say): work-groups would
+    write the same memory at once.
+    """
+    first = tensors[0][1]
+    if first.dim() == 2:  # the common case, without the general merge below
+        rows = first.shape[0]
+        strides = tuple((0, 0, t.stride(0)) for _, t, _ in tensors)
+        for (name, _t, written), (_, _, stride) in zip(tensors, strides, strict=True):
+            if written:
+                check_disjoint_rows(op, name, rows, stride, width)
+        return RowLayout(rows, 1, 1 if rows == 0 else rows, strides)
+    merged: list[tuple[int, list[int]]] = []
+    for dim in range(first.dim() - 1):
+        size = first.shape[dim]
+        if size == 1:
+            continue
+        dim_strides = [t.stride(dim) for _, t, _ in tensors]
+        if merged and all(
+            outer == size * inner for outer, inner in zip(merged[-1][1], dim_strides, strict=True)
+        ):
+            merged[-1] = (merged[-1][0] * size, dim_strides)
+        else:
+            merged.append((size, dim_strides))
+    if len(merged) > 3:
+        names = " and ".join(name for name, _, _ in tensors)
+        raise ValueError(
+            f"{op}(): {names} of shape {tuple(first.shape)} and strides {first.stride()} have "
+            f"{len(merged)} leading dimensions that cannot be merged; expected at most 3 "
+            f"(call .contiguous())"
+        )
+    merged = [(1, [0] * len(tensors))] * (3 - len(merged)) + merged
+    for index, (name, t, written) in enumerate(tensors):
+        if written:
+            extent = width
+            for stride, size in sorted((s[index], n) for n, s in merged if n > 1):
+                if stride < extent:
+                    raise ValueError(
+                        f"{op}(): {name} is written but its rows overlap (shape "
+                        f"{tuple(t.shape)}, strides {t.stride()}); expected a tensor with its "
+                        "own memory per row"
+                    )
+                extent += stride * (size - 1)
+    rows = merged[0][0] * merged[1][0] * merged[2][0]
+    strides = tuple(tuple(s[i] for _, s in merged) for i in range(len(tensors)))
+    return RowLayout(rows, merged[1][0], merged[2][0], strides)  # type: ignore[arg-type]
 
 
 def check_disjoint_rows(op: str, name: str, rows: int, row_stride: int, row_size: int) -> None:
@@ -84,20 +133,11 @@ def check_disjoint_rows(op: str, name: str, rows: int, row_stride: int, row_size
         )
 
 
-def check_heads(op: str, name: str, t: torch.Tensor, written: bool) -> None:
-    """[tokens, heads, head_dim] with heads packed (head stride head_dim), any token stride."""
-    if t.dim() != 3:
-        raise ValueError(
-            f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads, head_dim]"
-        )
-    check_unit_last_stride(op, name, t)
-    if t.shape[1] > 1 and t.stride(1) != t.shape[2]:
-        raise ValueError(
-            f"{op}(): {name} has head stride {t.stride(1)}; expected {t.shape[2]} "
-            "(heads packed within a token; the token stride may be anything)"
-        )
-    if written:
-        check_disjoint_rows(op, name, t.shape[0], t.stride(0), t.shape[1] * t.shape[2])
+def contiguous_row_strides(layout: RowLayout, width: int) -> tuple[int, int, int]:
+    """The (outer, middle, inner) strides of a new contiguous tensor laid out as `layout`."""
+    inner = width
+    middle = layout.inner_size * inner
+    return (layout.middle_size * middle, middle, inner)
 
 
 def check_number(

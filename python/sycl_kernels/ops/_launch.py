@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ..jit import get_kernel
 from ..jit.spec import KernelSpec
 
@@ -15,3 +17,8 @@ def launch_groups(spec: KernelSpec, queue, groups: int, *args: object) -> None:
     get_kernel(spec, queue)._launch_addresses(
         queue, groups * spec.group_size, spec.group_size, *args
     )
+
+
+def address(t: torch.Tensor | None) -> int:
+    """An optional tensor argument's address: 0 for None (the kernel then never reads it)."""
+    return 0 if t is None else t.data_ptr()

@@ -125,7 +125,7 @@ def _register_gradient(
         wanted = [i for i in tensor_positions if ctx.needs_input_grad[i]]
         with torch.enable_grad():
             for i, t in zip(tensor_positions, ctx.saved_tensors, strict=True):
-                inputs[i] = t.detach().requires_grad_(i in wanted)
+                inputs[i] = None if t is None else t.detach().requires_grad_(i in wanted)
             result = torch_form(*inputs)
             grads = torch.autograd.grad(result, [inputs[i] for i in wanted], grad)
         out: list[torch.Tensor | None] = [None] * len(inputs)

@@ -12,47 +12,77 @@ from .. import _runtime
 from .._dtypes import DType
 from ..jit.norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
 from ._checks import (
-    as_rows,
+    RowLayout,
+    check_bool,
     check_float_dtype,
-    check_heads,
     check_number,
     check_same,
     check_shape,
     check_tensor,
     check_unit_last_stride,
+    contiguous_row_strides,
+    row_layout,
 )
-from ._launch import launch_groups
+from ._launch import address, launch_groups
 from ._op import define_op
 
 
-def _check_rows(op: str, x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[int, DType]:
-    """Checks x [..., hidden] and weight [hidden]; returns hidden and the dtype."""
+def _check_weight(
+    op: str, name: str, weight: torch.Tensor | None, x: torch.Tensor, width: int, x_name: str
+) -> str:
+    """Checks a norm weight; returns its kind (jit.norm.WEIGHT_KINDS)."""
+    if weight is None:
+        return "none"
+    check_tensor(op, name, weight)
+    if weight.dtype != x.dtype and weight.dtype != torch.float32:
+        raise TypeError(
+            f"{op}(): {name} has dtype {weight.dtype}; expected {x_name}'s dtype {x.dtype} "
+            "or torch.float32"
+        )
+    if not (weight.is_cpu and x.is_cpu) and weight.device != x.device:
+        raise ValueError(
+            f"{op}(): {name} is on {weight.device} but {x_name} is on {x.device}; "
+            "expected the same device"
+        )
+    check_shape(op, name, weight, (width,), f"{x_name}.shape[-1]")
+    check_unit_last_stride(op, name, weight)
+    return "dtype" if weight.dtype == x.dtype else "fp32"
+
+
+def _check_rows(
+    op: str, x: torch.Tensor, weight: torch.Tensor | None, eps: float
+) -> tuple[int, DType, str]:
+    """Checks x [..., hidden] and weight [hidden]; returns hidden, the dtype, the weight kind."""
     check_tensor(op, "x", x)
-    check_tensor(op, "weight", weight)
     dtype = check_float_dtype(op, "x", x)
-    check_same(op, "weight", weight, "x", x)
     if x.dim() == 0:
         raise ValueError(f"{op}(): x is a 0-d tensor; expected at least 1 dimension (hidden)")
     hidden = x.shape[-1]
-    check_shape(op, "weight", weight, (hidden,), "x.shape[-1]")
+    weight_kind = _check_weight(op, "weight", weight, x, hidden, "x")
     check_number(op, "eps", eps, minimum=0)
     check_unit_last_stride(op, "x", x)
-    check_unit_last_stride(op, "weight", weight)
-    return hidden, dtype
+    return hidden, dtype, weight_kind
 
 
-def _rmsnorm_form(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> torch.Tensor:
+def _rmsnorm_form(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool
+) -> torch.Tensor:
     """The op's formula in torch (float32 math), for its gradient."""
     x32 = x.float()
-    scale = weight.float() + 1 if gemma else weight.float()
-    return (x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps) * scale).to(x.dtype)
+    normed = x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps)
+    if weight is not None:
+        normed = normed * (weight.float() + 1 if gemma else weight.float())
+    return normed.to(x.dtype)
 
 
 def _define_rmsnorm(op: str, gemma: bool):
     def check(
-        x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None
-    ) -> tuple[DType, torch.Tensor, torch.Tensor | None] | None:
-        hidden, dtype = _check_rows(op, x, weight, eps)
+        x: torch.Tensor,
+        weight: torch.Tensor | None,
+        eps: float = 1e-6,
+        out: torch.Tensor | None = None,
+    ) -> tuple[DType, str, RowLayout] | None:
+        hidden, dtype, weight_kind = _check_rows(op, x, weight, eps)
         if out is not None:
             check_tensor(op, "out", out)
             check_same(op, "out", out, "x", x)
@@ -60,29 +90,33 @@ def _define_rmsnorm(op: str, gemma: bool):
             check_unit_last_stride(op, "out", out)
         if x.numel() == 0:
             return None
-        out_rows = None if out is None else as_rows(op, "out", out, hidden, written=True)
-        return dtype, as_rows(op, "x", x, hidden, written=False), out_rows
+        rows = (("x", x, False),) if out is None else (("x", x, False), ("out", out, True))
+        return dtype, weight_kind, row_layout(op, hidden, rows)
 
     def launch(plan, x, weight, eps, out) -> None:
         if plan is None:
             return
-        dtype, x_rows, out_rows = plan
-        hidden = x_rows.shape[1]
-        if out_rows is None:
-            out_rows = as_rows(op, "out", out, hidden, written=True)
+        dtype, weight_kind, layout = plan
+        hidden = x.shape[-1]
+        x_strides = layout.strides[0]
+        out_strides = (
+            layout.strides[1] if len(layout.strides) > 1 else contiguous_row_strides(layout, hidden)
+        )
         launch_groups(
-            rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma),
+            rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma, weight_kind),
             _runtime.queue_of(x),
-            x_rows.shape[0],
-            x_rows.data_ptr(),
-            x_rows.stride(0),
-            weight.data_ptr(),
-            out_rows.data_ptr(),
-            out_rows.stride(0),
+            layout.rows,
+            x.data_ptr(),
+            *x_strides,
+            address(weight),
+            out.data_ptr(),
+            *out_strides,
+            layout.middle_size,
+            layout.inner_size,
             float(eps),
         )
 
-    def new_output(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    def new_output(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
         # empty_like: half the cost of torch.empty(shape, dtype=, device=) per call.
         return torch.empty_like(x, memory_format=torch.contiguous_format)
 
@@ -97,32 +131,41 @@ def _define_rmsnorm(op: str, gemma: bool):
 
 def _define_fused_add_rmsnorm(op: str, gemma: bool):
     def check(
-        x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
-    ) -> tuple[DType, torch.Tensor, torch.Tensor] | None:
-        hidden, dtype = _check_rows(op, x, weight, eps)
+        x: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor | None,
+        eps: float = 1e-6,
+        rounded_sum: bool = True,
+    ) -> tuple[DType, str, RowLayout] | None:
+        hidden, dtype, weight_kind = _check_rows(op, x, weight, eps)
         check_tensor(op, "residual", residual)
         check_same(op, "residual", residual, "x", x)
         check_shape(op, "residual", residual, x.shape, "x.shape")
         check_unit_last_stride(op, "residual", residual)
+        check_bool(op, "rounded_sum", rounded_sum)
         if x.numel() == 0:
             return None
-        x_rows = as_rows(op, "x", x, hidden, written=True)
-        residual_rows = as_rows(op, "residual", residual, hidden, written=True)
-        return dtype, x_rows, residual_rows
+        layout = row_layout(op, hidden, (("x", x, True), ("residual", residual, True)))
+        return dtype, weight_kind, layout
 
-    def launch(plan, x, residual, weight, eps) -> None:
+    def launch(plan, x, residual, weight, eps, rounded_sum) -> None:
         if plan is None:
             return
-        dtype, x_rows, residual_rows = plan
+        dtype, weight_kind, layout = plan
+        spec = fused_add_rmsnorm_spec(
+            dtype, x.shape[-1], _runtime.tuning_of(x), gemma, weight_kind, rounded_sum
+        )
         launch_groups(
-            fused_add_rmsnorm_spec(dtype, x_rows.shape[1], _runtime.tuning_of(x), gemma),
+            spec,
             _runtime.queue_of(x),
-            x_rows.shape[0],
-            x_rows.data_ptr(),
-            x_rows.stride(0),
-            residual_rows.data_ptr(),
-            residual_rows.stride(0),
-            weight.data_ptr(),
+            layout.rows,
+            x.data_ptr(),
+            *layout.strides[0],
+            residual.data_ptr(),
+            *layout.strides[1],
+            address(weight),
+            layout.middle_size,
+            layout.inner_size,
             float(eps),
         )
 
@@ -132,45 +175,66 @@ def _define_fused_add_rmsnorm(op: str, gemma: bool):
 def _qknorm_check(
     q: torch.Tensor,
     k: torch.Tensor,
-    q_weight: torch.Tensor,
-    k_weight: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
     eps: float = 1e-6,
-) -> DType | None:
+    gemma: bool = False,
+) -> tuple[DType, str, RowLayout, RowLayout] | None:
     op = "qknorm"
-    for name, t in (("q", q), ("k", k), ("q_weight", q_weight), ("k_weight", k_weight)):
-        check_tensor(op, name, t)
+    check_tensor(op, "q", q)
+    check_tensor(op, "k", k)
     dtype = check_float_dtype(op, "q", q)
-    for name, t in (("k", k), ("q_weight", q_weight), ("k_weight", k_weight)):
-        check_same(op, name, t, "q", q)
-    check_heads(op, "q", q, written=True)
-    check_heads(op, "k", k, written=True)
-    head_dim = q.shape[2]
-    check_shape(op, "k", k, (q.shape[0], k.shape[1], head_dim), "q's tokens and head_dim")
-    check_shape(op, "q_weight", q_weight, (head_dim,), "head_dim")
-    check_shape(op, "k_weight", k_weight, (head_dim,), "head_dim")
-    check_unit_last_stride(op, "q_weight", q_weight)
-    check_unit_last_stride(op, "k_weight", k_weight)
+    check_same(op, "k", k, "q", q)
+    if q.dim() == 0:
+        raise ValueError(f"{op}(): q is a 0-d tensor; expected [..., head_dim]")
+    head_dim = q.shape[-1]
+    if k.dim() == 0 or k.shape[-1] != head_dim:
+        raise ValueError(
+            f"{op}(): k has shape {tuple(k.shape)}; expected [..., {head_dim}] (q's head_dim)"
+        )
+    check_unit_last_stride(op, "q", q)
+    check_unit_last_stride(op, "k", k)
+    weight_kind = _check_weight(op, "q_weight", q_weight, q, head_dim, "q")
+    if _check_weight(op, "k_weight", k_weight, q, head_dim, "q") != weight_kind:
+        raise TypeError(
+            f"{op}(): k_weight is {_describe(k_weight)} but q_weight is {_describe(q_weight)}; "
+            "expected both None or both of one dtype"
+        )
     check_number(op, "eps", eps, minimum=0)
-    return None if q.shape[0] == 0 else dtype
+    check_bool(op, "gemma", gemma)
+    if q.numel() == 0 and k.numel() == 0:
+        return None
+    return (
+        dtype,
+        weight_kind,
+        row_layout(op, head_dim, (("q", q, True),)),
+        row_layout(op, head_dim, (("k", k, True),)),
+    )
 
 
-def _qknorm_launch(dtype, q, k, q_weight, k_weight, eps) -> None:
-    if dtype is None:
+def _describe(weight: torch.Tensor | None) -> str:
+    return "None" if weight is None else str(weight.dtype)
+
+
+def _qknorm_launch(plan, q, k, q_weight, k_weight, eps, gemma) -> None:
+    if plan is None:
         return
-    tokens, num_q_heads, head_dim = q.shape
-    num_k_heads = k.shape[1]
+    dtype, weight_kind, q_rows, k_rows = plan
     launch_groups(
-        qknorm_spec(dtype, head_dim, _runtime.tuning_of(q)),
+        qknorm_spec(dtype, q.shape[-1], _runtime.tuning_of(q), gemma, weight_kind),
         _runtime.queue_of(q),
-        tokens * (num_q_heads + num_k_heads),
+        q_rows.rows + k_rows.rows,
         q.data_ptr(),
-        q.stride(0),
-        num_q_heads,
+        *q_rows.strides[0],
+        q_rows.middle_size,
+        q_rows.inner_size,
+        q_rows.rows,
         k.data_ptr(),
-        k.stride(0),
-        num_k_heads,
-        q_weight.data_ptr(),
-        k_weight.data_ptr(),
+        *k_rows.strides[0],
+        k_rows.middle_size,
+        k_rows.inner_size,
+        address(q_weight),
+        address(k_weight),
         float(eps),
     )
 
@@ -183,59 +247,85 @@ _qknorm = define_op("qknorm", _qknorm_check, _qknorm_launch, mutates=("q", "k"))
 
 
 def rmsnorm(
-    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * weight.
 
-    x: [..., hidden] float32/float16/bfloat16, unit stride in the last dimension
-    (a 2-D x may have any row stride). weight: [hidden], same dtype and device.
-    out: optional, same shape and dtype as x. Returns out (a new tensor if None).
-    Math in float32, rounded once to the dtype. Differentiable in x and weight
-    (not with out=). CPU tensors run on the SYCL CPU device and the call returns
-    when done; XPU tensors run asynchronously on the current XPU stream.
+    x: [..., hidden] float32/float16/bfloat16, unit stride in the last dimension,
+    any strides in the others (a transposed [B, H, S, D] view, a slice of a wider
+    tensor; up to three leading dimensions that cannot be merged). weight:
+    [hidden] in x's dtype, or float32 on float16/bfloat16 x, or None for no scale.
+    out: optional, same shape and dtype as x, any such strides; None returns a new
+    contiguous tensor. Math in float32 (the weight read as float32), rounded once
+    to x's dtype. Differentiable in x and weight (not with out=). CPU tensors run
+    on the SYCL CPU device and the call returns when done; XPU tensors run
+    asynchronously on the current XPU stream.
     """
     return _rmsnorm(x, weight, eps, out)
 
 
 def gemma_rmsnorm(
-    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Gemma's RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + weight); arguments as rmsnorm."""
+    """Gemma's RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + weight); arguments as rmsnorm
+    (weight=None scales by 1)."""
     return _gemma_rmsnorm(x, weight, eps, out)
 
 
 def fused_add_rmsnorm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    *,
+    rounded_sum: bool = True,
 ) -> None:
     """In place: residual += x, then x = rmsnorm(residual) * weight.
 
-    x, residual: [..., hidden], same shape, dtype and device, unit last stride.
-    The sum is rounded to the dtype when stored in residual, and x is the norm of
-    that stored sum (the sum of squares uses the unrounded float sum). Not
-    differentiable: with grad mode on, tensors that require grad raise RuntimeError.
+    x, residual: [..., hidden], same shape, dtype and device, unit last stride,
+    any other strides (as rmsnorm); weight as rmsnorm. residual receives the sum
+    rounded to the dtype. rounded_sum=True (vLLM's semantics) normalizes that
+    stored sum, its mean square included; rounded_sum=False (SGLang's and
+    flashinfer's) normalizes the float32 sum before rounding. For float32 tensors
+    the two are the same. Not differentiable: with grad mode on, tensors that
+    require grad raise RuntimeError.
     """
-    _fused_add_rmsnorm(x, residual, weight, eps)
+    _fused_add_rmsnorm(x, residual, weight, eps, rounded_sum)
 
 
 def gemma_fused_add_rmsnorm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    *,
+    rounded_sum: bool = True,
 ) -> None:
     """fused_add_rmsnorm scaling by (1 + weight), as Gemma does."""
-    _gemma_fused_add_rmsnorm(x, residual, weight, eps)
+    _gemma_fused_add_rmsnorm(x, residual, weight, eps, rounded_sum)
 
 
 def qknorm(
     q: torch.Tensor,
     k: torch.Tensor,
-    q_weight: torch.Tensor,
-    k_weight: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
     eps: float = 1e-6,
+    *,
+    gemma: bool = False,
 ) -> None:
-    """In place, per-head RMSNorm of q [tokens, num_q_heads, head_dim] and k [tokens,
-    num_k_heads, head_dim].
+    """In place, per-head RMSNorm of q [..., head_dim] and k [..., head_dim].
 
-    q_weight and k_weight are [head_dim]. q and k may be views into one fused qkv
-    tensor: any token stride, heads packed (head stride head_dim), unit last stride.
+    Every head_dim row of q is normalized with q_weight, every row of k with
+    k_weight ([head_dim] each, q's dtype or float32, or both None). q and k may be
+    views into one fused qkv tensor, padded heads or transposed [B, H, S, D]
+    views: unit last stride, any other strides. gemma=True scales by (1 + weight).
     Not differentiable (in place): tensors that require grad raise RuntimeError.
     """
-    _qknorm(q, k, q_weight, k_weight, eps)
+    _qknorm(q, k, q_weight, k_weight, eps, gemma)

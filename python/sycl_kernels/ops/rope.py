@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .. import _runtime
@@ -10,51 +12,113 @@ from ..jit.rope import rope_spec
 from ._checks import (
     check_bool,
     check_float_dtype,
-    check_heads,
     check_int,
     check_same,
     check_shape,
     check_tensor,
     check_unit_last_stride,
+    row_layout,
 )
 from ._launch import launch_groups
 from ._op import define_op
 
 _OP = "apply_rope"
 _POSITION_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
+_LAYOUTS = ("NHD", "HND")
+
+
+class _Plan(NamedTuple):
+    dtype: DType
+    cache_dtype: DType
+    width: int
+    positions: torch.Tensor  # [batch, seq], broadcast dimensions with stride 0
+    q: torch.Tensor  # [batch, seq, heads, head_dim] views of the arguments
+    k: torch.Tensor | None
+    v: torch.Tensor | None
+
+
+def _heads_view(
+    op: str, name: str, t: torch.Tensor, head_size: int | None, layout: str
+) -> torch.Tensor:
+    """t as a [batch, seq, heads, head_dim] view (no copy), from any accepted layout."""
+    check_unit_last_stride(op, name, t)
+    if t.dim() == 2:
+        if head_size is None:
+            raise ValueError(f"{op}(): {name} is 2-D [tokens, heads * head_size]; pass head_size=")
+        if layout != "NHD" or t.shape[1] % head_size:
+            raise ValueError(
+                f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads * "
+                f"{head_size}] (layout NHD)"
+            )
+        return t.unflatten(1, (t.shape[1] // head_size, head_size)).unsqueeze(0)
+    if t.dim() not in (3, 4):
+        raise ValueError(
+            f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads * head_size], "
+            "[tokens, heads, head_size] or [batch, seq, heads, head_size] (or their HND forms)"
+        )
+    if head_size is not None and t.shape[-1] != head_size:
+        raise ValueError(f"{op}(): {name} has head size {t.shape[-1]} but head_size is {head_size}")
+    if t.dim() == 3:
+        t = t.unsqueeze(0)
+    return t.transpose(1, 2) if layout == "HND" else t
 
 
 def _check(
     positions: torch.Tensor,
     q: torch.Tensor,
-    k: torch.Tensor,
+    k: torch.Tensor | None,
     cos_sin_cache: torch.Tensor,
     is_neox: bool,
     rotary_dim: int | None = None,
+    head_size: int | None = None,
+    layout: str = "NHD",
     v: torch.Tensor | None = None,
     k_cache: torch.Tensor | None = None,
     v_cache: torch.Tensor | None = None,
     out_loc: torch.Tensor | None = None,
-) -> tuple[DType, int] | None:
+) -> _Plan | None:
     op = _OP
-    for name, t in (("positions", positions), ("q", q), ("k", k), ("cos_sin_cache", cos_sin_cache)):
+    for name, t in (("positions", positions), ("q", q), ("cos_sin_cache", cos_sin_cache)):
         check_tensor(op, name, t)
     dtype = check_float_dtype(op, "q", q)
-    check_same(op, "k", k, "q", q)
-    check_heads(op, "q", q, written=True)
-    check_heads(op, "k", k, written=True)
-    tokens, _, head_dim = q.shape
-    check_shape(op, "k", k, (tokens, k.shape[1], head_dim), "q's tokens and head_dim")
+    if k is not None:
+        check_tensor(op, "k", k)
+        check_same(op, "k", k, "q", q)
+    if head_size is not None:
+        check_int(op, "head_size", head_size, minimum=1)
+    if not isinstance(layout, str):
+        raise TypeError(f"{op}(): layout must be a str, got {type(layout).__name__}")
+    if layout not in _LAYOUTS:
+        raise ValueError(f"{op}(): layout is {layout!r}; expected 'NHD' or 'HND'")
+    q4 = _heads_view(op, "q", q, head_size, layout)
+    batch, seq, _, head_dim = q4.shape
+    token_shape = tuple(q4.shape[1:2]) if q.dim() <= 3 else tuple(q4.shape[:2])
+    k4 = None
+    if k is not None:
+        k4 = _heads_view(op, "k", k, head_size, layout)
+        if k.dim() != q.dim() or k4.shape[:2] != q4.shape[:2] or k4.shape[3] != head_dim:
+            raise ValueError(
+                f"{op}(): k has shape {tuple(k.shape)}; expected q's tokens and head size "
+                f"(q has shape {tuple(q.shape)}, layout {layout})"
+            )
     if positions.dtype not in _POSITION_DTYPES:
         raise TypeError(
             f"{op}(): positions has dtype {positions.dtype}; expected torch.int32 or torch.int64"
         )
-    check_shape(op, "positions", positions, (tokens,), "q.shape[0]")
     if positions.device != q.device:
         raise ValueError(f"{op}(): positions is on {positions.device} but q is on {q.device}")
-    if cos_sin_cache.dtype != torch.float32:
+    try:
+        positions2d = positions.expand(token_shape).view(batch, seq)
+    except RuntimeError:
+        raise ValueError(
+            f"{op}(): positions has shape {tuple(positions.shape)}; expected the token "
+            f"dimensions {token_shape} of q, or a shape that broadcasts to them"
+        ) from None
+    cache_dtype = check_float_dtype(op, "cos_sin_cache", cos_sin_cache)
+    if cos_sin_cache.dtype not in (torch.float32, q.dtype):
         raise TypeError(
-            f"{op}(): cos_sin_cache has dtype {cos_sin_cache.dtype}; expected torch.float32"
+            f"{op}(): cos_sin_cache has dtype {cos_sin_cache.dtype}; expected torch.float32 "
+            f"or q's dtype {q.dtype}"
         )
     if cos_sin_cache.device != q.device:
         raise ValueError(
@@ -75,24 +139,30 @@ def _check(
         )
     if width % 2 or not 0 < width <= head_dim:
         raise ValueError(f"{op}(): rotary_dim {width} must be even and in (0, head_dim={head_dim}]")
-    if positions.stride(0) != 1 and tokens > 1:
-        raise ValueError(f"{op}(): positions has stride {positions.stride(0)}; expected 1")
     kv_args = (v, k_cache, v_cache, out_loc)
-    store_kv = any(a is not None for a in kv_args)
-    if store_kv:
-        if any(a is None for a in kv_args):
-            raise ValueError(f"{op}(): v, k_cache, v_cache and out_loc go together; some are None")
-        _check_kv(op, q, k, v, k_cache, v_cache, out_loc)
-    return None if tokens == 0 else (dtype, width)
+    v4 = None
+    if any(a is not None for a in kv_args):
+        if any(a is None for a in kv_args) or k is None:
+            raise ValueError(
+                f"{op}(): v, k_cache, v_cache and out_loc go together, with k; some are None"
+            )
+        v4 = _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout)
+    if q4.numel() == 0:
+        return None
+    # Overlapping heads would be rotated twice at once (an expanded q, say).
+    row_layout(op, head_dim, (("q", q4, True),))
+    if k4 is not None and k4.numel():
+        row_layout(op, head_dim, (("k", k4, True),))
+    return _Plan(dtype, cache_dtype, width, positions2d, q4, k4, v4)
 
 
-def _check_kv(op, q, k, v, k_cache, v_cache, out_loc) -> None:
+def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -> torch.Tensor:
     for name, t in (("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("out_loc", out_loc)):
         check_tensor(op, name, t)
-    tokens, num_k_heads, head_dim = k.shape
     check_same(op, "v", v, "q", q)
-    check_heads(op, "v", v, written=False)
     check_shape(op, "v", v, tuple(k.shape), "k.shape")
+    v4 = _heads_view(op, "v", v, k4.shape[3], layout)
+    _, _, num_k_heads, head_dim = k4.shape
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         check_same(op, name, cache, "q", q)
         if (
@@ -109,8 +179,10 @@ def _check_kv(op, q, k, v, k_cache, v_cache, out_loc) -> None:
         raise TypeError(f"{op}(): out_loc has dtype {out_loc.dtype}; expected torch.int64")
     if out_loc.device != q.device:
         raise ValueError(f"{op}(): out_loc is on {out_loc.device} but q is on {q.device}")
-    check_shape(op, "out_loc", out_loc, (tokens,), "q.shape[0]")
-    check_unit_last_stride(op, "out_loc", out_loc)
+    check_shape(op, "out_loc", out_loc, token_shape, "q's token dimensions")
+    if not out_loc.is_contiguous():
+        raise ValueError(f"{op}(): out_loc has strides {out_loc.stride()}; expected contiguous")
+    return v4
 
 
 def _check_range(
@@ -127,24 +199,47 @@ def _check_range(
 
 
 def _launch(
-    plan, positions, q, k, cos_sin_cache, is_neox, rotary_dim, v, k_cache, v_cache, out_loc
+    plan: _Plan | None,
+    positions,
+    q,
+    k,
+    cos_sin_cache,
+    is_neox,
+    rotary_dim,
+    head_size,
+    layout,
+    v,
+    k_cache,
+    v_cache,
+    out_loc,
 ) -> None:
     if plan is None:
         return
-    dtype, width = plan
     if positions.is_cpu:
         _check_range("positions", positions, cos_sin_cache.shape[0], "cos_sin_cache.shape[0]")
         if out_loc is not None:
             _check_range("out_loc", out_loc, k_cache.shape[0], "k_cache.shape[0]", True)
-    tokens, num_q_heads, head_dim = q.shape
-    positions_type = _POSITION_DTYPES[positions.dtype]
-    spec = rope_spec(dtype, head_dim, width, is_neox, positions_type, out_loc is not None)
-    args: list[object] = [positions.data_ptr(), q.data_ptr(), q.stride(0), num_q_heads]
-    args += [k.data_ptr(), k.stride(0), k.shape[1], cos_sin_cache.data_ptr()]
+    batch, seq, num_q_heads, head_dim = plan.q.shape
+    num_k_heads = 0 if plan.k is None else plan.k.shape[2]
+    # Without k, no work-group reads it; q stands in for a valid address.
+    k4 = plan.q if plan.k is None else plan.k
+    spec = rope_spec(
+        plan.dtype,
+        head_dim,
+        plan.width,
+        is_neox,
+        _POSITION_DTYPES[positions.dtype],
+        out_loc is not None,
+        plan.cache_dtype,
+    )
+    args: list[object] = [plan.positions.data_ptr(), *plan.positions.stride(), seq]
+    args += [plan.q.data_ptr(), *plan.q.stride()[:3], num_q_heads]
+    args += [k4.data_ptr(), *k4.stride()[:3], num_k_heads, cos_sin_cache.data_ptr()]
     if out_loc is not None:
-        args += [v.data_ptr(), v.stride(0), k_cache.data_ptr(), v_cache.data_ptr()]
-        args.append(out_loc.data_ptr())
-    launch_groups(spec, _runtime.queue_of(q), tokens * (num_q_heads + k.shape[1]), *args)
+        args += [plan.v.data_ptr(), *plan.v.stride()[:3], k_cache.data_ptr()]
+        args += [v_cache.data_ptr(), out_loc.data_ptr()]
+    groups = batch * seq * (num_q_heads + num_k_heads)
+    launch_groups(spec, _runtime.queue_of(q), groups, *args)
 
 
 _apply_rope = define_op(_OP, _check, _launch, mutates=("q", "k", "k_cache", "v_cache"))
@@ -153,11 +248,13 @@ _apply_rope = define_op(_OP, _check, _launch, mutates=("q", "k", "k_cache", "v_c
 def apply_rope(
     positions: torch.Tensor,
     q: torch.Tensor,
-    k: torch.Tensor,
+    k: torch.Tensor | None,
     cos_sin_cache: torch.Tensor,
     is_neox: bool,
     rotary_dim: int | None = None,
     *,
+    head_size: int | None = None,
+    layout: str = "NHD",
     v: torch.Tensor | None = None,
     k_cache: torch.Tensor | None = None,
     v_cache: torch.Tensor | None = None,
@@ -165,18 +262,38 @@ def apply_rope(
 ) -> None:
     """Rotates the first rotary_dim elements of every head of q and k, in place.
 
-    positions: int32 or int64 [tokens]. q: [tokens, num_q_heads, head_dim], k:
-    [tokens, num_k_heads, head_dim], float32/float16/bfloat16, any token stride,
-    heads packed. cos_sin_cache: float32 [max_position, rotary_dim], cos then sin.
-    is_neox: NeoX style (rotate halves) or GPT-J style (interleaved pairs).
-    rotary_dim: defaults to cos_sin_cache.shape[1] and must equal it; the rest of
-    each head is left as it is.
+    q, k: float32/float16/bfloat16, unit last stride, any other strides, as
+    [tokens, heads * head_size] (pass head_size), [tokens, heads, head_size] or
+    [batch, seq, heads, head_size] with layout="NHD" (the default), or
+    [heads, tokens, head_size] / [batch, heads, seq, head_size] with layout="HND"
+    (Hugging Face's q.transpose(1, 2)). k may have other heads than q, or be None.
+    positions: int32 or int64, the token dimensions ([tokens] or [batch, seq]) or
+    a shape that broadcasts to them ([1, seq] for one row shared by the batch).
+    cos_sin_cache: [max_position, rotary_dim], contiguous, float32 or q's dtype;
+    cos in the first half of a row, sin in the second. rotary_dim defaults to its
+    width and must equal it; the rest of each head is left as it is. is_neox: NeoX
+    style (rotate halves) or GPT-J style (interleaved pairs). Math in float, one
+    rounding to q's dtype.
 
-    With v [tokens, num_k_heads, head_dim], k_cache and v_cache [slots,
-    num_k_heads, head_dim] (contiguous) and out_loc int64 [tokens], the rotated k
-    and v are also written to slot out_loc[t] of the caches (a negative slot
-    stores nothing). On CPU tensors positions and out_loc are range-checked; on an
-    XPU they are not (the check would wait for the device). Not differentiable (in
-    place): tensors that require grad raise RuntimeError with grad mode on.
+    With v (k's shape and layout), k_cache and v_cache [slots, num_k_heads,
+    head_dim] (contiguous) and out_loc int64 of the token dimensions (contiguous),
+    the rotated k and v are also written to slot out_loc[token] of the caches (a
+    negative slot stores nothing). On CPU tensors positions and out_loc are
+    range-checked; on an XPU they are not (the check would wait for the device).
+    Not differentiable (in place): tensors that require grad raise RuntimeError
+    with grad mode on.
     """
-    _apply_rope(positions, q, k, cos_sin_cache, is_neox, rotary_dim, v, k_cache, v_cache, out_loc)
+    _apply_rope(
+        positions,
+        q,
+        k,
+        cos_sin_cache,
+        is_neox,
+        rotary_dim,
+        head_size,
+        layout,
+        v,
+        k_cache,
+        v_cache,
+        out_loc,
+    )
