@@ -23,12 +23,13 @@ from tests import references
 def test_translation_unit_exports_one_named_kernel() -> None:
     spec = rmsnorm_spec(BY_NAME["bf16"], 4096, "cpu")
     assert spec.name == "rmsnorm_bf16_h4096_cpu"
-    assert spec.signature == "plpplf"
+    assert spec.signature == "plllpplllllf"
     source = spec.translation_unit()
     assert '#include "norm/rmsnorm.hpp"' in source
-    assert "void rmsnorm_bf16_h4096_cpu(const sycl_kernels::bf16* x, int64_t x_row_stride" in source
+    assert "void rmsnorm_bf16_h4096_cpu(const sycl_kernels::bf16* x, int64_t x_outer" in source
     assert (
-        "sycl_kernels::rmsnorm<sycl_kernels::bf16, 4096, 256, 1, false>(x, x_row_stride" in source
+        "sycl_kernels::rmsnorm<sycl_kernels::bf16, sycl_kernels::bf16, 4096, 256, 1, false>"
+        "(x, x_outer" in source
     )
 
 
@@ -40,6 +41,7 @@ def test_include_tree_follows_relative_includes() -> None:
         "common/dtype.hpp",
         "common/loop.hpp",
         "common/reduce.hpp",
+        "common/rows.hpp",
         "common/vec.hpp",
     }
     assert "struct bf16" in headers["common/dtype.hpp"]

@@ -98,7 +98,7 @@ def _in_place_calls():
             lambda t: sycl_kernels.apply_rope(torch.arange(3), heads(t), heads(other), cache, True),
         ),
         ("rmsnorm", lambda t: sycl_kernels.rmsnorm(t, ones, out=torch.empty(3, 32))),
-        ("silu_and_mul", lambda t: ops.silu_and_mul_out(t, torch.empty(3, 16))),
+        ("silu_and_mul", lambda t: ops.silu_and_mul_out(t, True, torch.empty(3, 16))),
         ("timestep_embedding", lambda t: sycl_kernels.timestep_embedding(t[:, 0], 16)),
     ]
 

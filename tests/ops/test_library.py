@@ -20,14 +20,19 @@ def _opcheck_cases():
         ("gemma_fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
         ("qknorm", (q, k, torch.randn(64), torch.randn(64), 1e-6)),
         ("apply_rope", (positions, q, k, cache, True)),
-        ("apply_rope", (positions, q, k, cache, False, 64, *kv, torch.tensor([2, 0, 3]))),
+        ("apply_rope", (positions, q.transpose(0, 1), None, cache, True, None, None, "HND")),
+        (
+            "apply_rope",
+            (positions, q, k, cache, False, 64, 64, "NHD", *kv, torch.tensor([2, 0, 3])),
+        ),
+        ("act_and_mul", (torch.randn(4, 64), torch.randn(4, 64), "gelu_tanh")),
         ("timestep_embedding", (torch.rand(5) * 1000, 64, True, 1.0, 1.0, 10000.0)),
     ]
     for op in ("rmsnorm", "gemma_rmsnorm"):
         cases += [(op, (x, w, 1e-6)), (f"{op}_out", (x, w, 1e-6, torch.empty_like(x)))]
     for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"):
         x2 = torch.randn(4, 128)
-        cases += [(op, (x2,)), (f"{op}_out", (x2, torch.empty(4, 64)))]
+        cases += [(op, (x2,)), (f"{op}_out", (x2, False, torch.empty(4, 64)))]
     return cases
 
 

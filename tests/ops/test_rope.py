@@ -124,7 +124,7 @@ def test_apply_rope_stores_kv(
         (
             {"q": torch.randn(5, 256)},
             ValueError,
-            "q has shape (5, 256); expected [tokens, heads, head_dim]",
+            "q is 2-D [tokens, heads * head_size]; pass head_size=",
         ),
         ({"v": torch.randn(5, 2, 64)}, ValueError, "v, k_cache, v_cache and out_loc go together"),
     ],

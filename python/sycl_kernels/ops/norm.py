@@ -185,6 +185,8 @@ def _qknorm_check(
     check_tensor(op, "k", k)
     dtype = check_float_dtype(op, "q", q)
     check_same(op, "k", k, "q", q)
+    if q is k:
+        raise ValueError(f"{op}(): q and k share memory; expected the heads of two tensors")
     if q.dim() == 0:
         raise ValueError(f"{op}(): q is a 0-d tensor; expected [..., head_dim]")
     head_dim = q.shape[-1]
