@@ -1,0 +1,518 @@
+"""sycl_kernels.integrations.transformers: the kernels swapped into Hugging Face models.
+
+    model = AutoModelForCausalLM.from_pretrained(...)
+    report = patch(model)   # what now runs on the kernels, and what was left alone and why
+    ...
+    unpatch(model)          # Hugging Face's own code again, bit for bit
+
+or, before a model is built, `patch_class("llama")` / `apply_to_llama()` (Liger-style;
+`unpatch_class` undoes it). Families: see `FAMILIES` (model_type -> classes).
+
+What runs on the kernels:
+
+- RMSNorm modules (the hidden-state norms and the per-head q/k norms of Qwen3 and
+  Gemma 3) -> `rmsnorm`, or `gemma_rmsnorm` for Gemma's `(1 + weight)` form.
+- Gated MLPs, `act(gate_proj(x)) * up_proj(x)` (Phi-3: the halves of `gate_up_proj(x)`;
+  MoE experts: their `_apply_gate`) -> `act_and_mul` for SiLU, GELU and GELU-tanh.
+- The family's `apply_rotary_pos_emb(q, k, cos, sin)` -> `apply_rope` on copies of q
+  and k (Hugging Face's function is out of place), partial rotary included.
+
+Every swapped forward checks its inputs per call and runs Hugging Face's own code
+where the kernel would not compute what it computes: devices other than CPU and
+XPU, other dtypes, a Llama-style norm whose weight dtype differs from the input's
+(HF returns the weight's dtype), and the rotary function when q or k needs a
+gradient (apply_rope is in place; the norms and act_and_mul have gradients).
+
+How: `patch(model)` sets `forward` (experts: `_apply_gate`) on each module instance
+to a `functools.partial` of a function of this module, so the model deep-copies
+and pickles (a loaded copy runs the kernels but holds no rotary function; `patch` it
+again), and `unpatch` removes exactly those attributes. A module whose instance
+already has its own `forward` (accelerate's hooks) is left unpatched, and says so.
+
+What is global: `patch_class` changes the classes, so every model of the family.
+`patch(model)` changes only that model's modules, except the rotary function, which
+the attention looks up in its modeling module: it is replaced there while at least
+one model of the family is patched (counted per model and per `patch_class`), so an
+unpatched model of the same family uses it too in that time; the last `unpatch`
+puts Hugging Face's function object back.
+
+Numerics: float32 as Hugging Face's up to the order of float operations; in fp16/bf16
+the kernels round once where Hugging Face rounds after each torch op (within an ulp).
+Not used: `fused_add_rmsnorm` (the residual add is a step of each decoder layer's
+forward). Details: docs/integrations.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import threading
+import types
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+from transformers.activations import GELUActivation, GELUTanh, NewGELUActivation, SiLUActivation
+from transformers.integrations.moe import _default_apply_gate
+
+from .. import ops
+
+_KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Activation module types -> act_and_mul's activation (the tanh forms are one formula).
+_ACTIVATIONS: dict[type, str] = {
+    SiLUActivation: "silu",
+    nn.SiLU: "silu",
+    GELUActivation: "gelu",
+    GELUTanh: "gelu_tanh",
+    NewGELUActivation: "gelu_tanh",
+}
+
+# The norm formulas: "llama" = weight * round(x_normed) (two roundings, in the
+# weight's dtype); "olmo2" = round(weight * x_normed); "gemma" = round(x_normed * (1 + weight)).
+NormStyle = Literal["llama", "olmo2", "gemma"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family's modeling module and the classes patched in it."""
+
+    name: str
+    """transformers.models.<name>.modeling_<name>."""
+    prefix: str
+    """Class-name prefix: <prefix>RMSNorm, <prefix>MLP, <prefix>Experts."""
+    norm: NormStyle = "llama"
+    mlp: Literal["split", "fused"] | None = "split"
+    """gate_proj and up_proj, one gate_up_proj (Phi-3), or no dense MLP class (Mixtral)."""
+    experts: bool = False
+
+    @property
+    def module(self) -> types.ModuleType:
+        return importlib.import_module(f"transformers.models.{self.name}.modeling_{self.name}")
+
+    def cls(self, suffix: str) -> type[nn.Module]:
+        return getattr(self.module, self.prefix + suffix)
+
+
+FAMILIES: dict[str, Family] = {
+    "llama": Family("llama", "Llama"),
+    "mistral": Family("mistral", "Mistral"),
+    "mixtral": Family("mixtral", "Mixtral", mlp=None, experts=True),
+    "qwen2": Family("qwen2", "Qwen2"),
+    "qwen3": Family("qwen3", "Qwen3"),
+    "qwen3_moe": Family("qwen3_moe", "Qwen3Moe", experts=True),
+    "gemma": Family("gemma", "Gemma", norm="gemma"),
+    "gemma2": Family("gemma2", "Gemma2", norm="gemma"),
+    "gemma3": Family("gemma3", "Gemma3", norm="gemma"),
+    "gemma3_text": Family("gemma3", "Gemma3", norm="gemma"),
+    "phi3": Family("phi3", "Phi3", mlp="fused"),
+    "granite": Family("granite", "Granite"),
+    "olmo2": Family("olmo2", "Olmo2", norm="olmo2"),
+}
+
+
+def family(model_type: str | None) -> Family:
+    """The family of a config's model_type; ValueError naming the supported ones."""
+    try:
+        return FAMILIES[model_type]
+    except KeyError:
+        raise ValueError(
+            f"sycl_kernels.integrations.transformers: model_type {model_type!r} is not "
+            f"supported; supported: {', '.join(FAMILIES)}"
+        ) from None
+
+
+# --- Hugging Face's own methods, under any class patch of ours ---
+
+_CLASS_ORIGINALS: dict[tuple[type, str], Callable] = {}
+
+
+def _hf(module: nn.Module, name: str = "forward") -> Callable:
+    for cls in type(module).__mro__:
+        if (cls, name) in _CLASS_ORIGINALS:
+            return _CLASS_ORIGINALS[cls, name]
+        if name in cls.__dict__:
+            return cls.__dict__[name]
+    raise AttributeError(f"{type(module).__name__} has no {name}")
+
+
+# --- The swapped forwards. They look the kernels up on sycl_kernels.ops at call
+# time, where `bench --model` times them. ---
+
+
+def _kernel_takes(x: torch.Tensor) -> bool:
+    return x.device.type in ("cpu", "xpu") and x.dtype in _KERNEL_DTYPES
+
+
+def _norm_weight_ok(style: NormStyle, weight: torch.dtype, x: torch.dtype) -> bool:
+    # A Llama-style norm multiplies in the weight's dtype after rounding: a float32
+    # weight on half activations gives a float32 result, the kernel x's dtype.
+    return weight == x or (style != "llama" and weight == torch.float32)
+
+
+def _norm(self: nn.Module, x: torch.Tensor, style: NormStyle, eps: float) -> torch.Tensor:
+    weight = self.weight
+    if (
+        not _kernel_takes(x)
+        or x.stride(-1) != 1
+        or not _norm_weight_ok(style, weight.dtype, x.dtype)
+    ):
+        return _hf(self)(self, x)
+    return (ops.gemma_rmsnorm if style == "gemma" else ops.rmsnorm)(x, weight, eps)
+
+
+def _llama_norm_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return _norm(self, x, "llama", self.variance_epsilon)
+
+
+def _olmo2_norm_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return _norm(self, x, "olmo2", self.variance_epsilon)
+
+
+def _gemma_norm_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return _norm(self, x, "gemma", self.eps)
+
+
+_NORM_FORWARDS = {
+    "llama": _llama_norm_forward,
+    "olmo2": _olmo2_norm_forward,
+    "gemma": _gemma_norm_forward,
+}
+
+
+def _mlp_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    activation = _ACTIVATIONS.get(type(self.act_fn))
+    if activation is None or not _kernel_takes(x):
+        return _hf(self)(self, x)
+    return self.down_proj(ops.act_and_mul(self.gate_proj(x), self.up_proj(x), activation))
+
+
+def _fused_mlp_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    activation = _ACTIVATIONS.get(type(self.activation_fn))
+    if activation is None or not _kernel_takes(x):
+        return _hf(self)(self, x)
+    gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+    return self.down_proj(ops.act_and_mul(gate, up, activation))
+
+
+def _experts_apply_gate(self: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
+    activation = _ACTIVATIONS.get(type(self.act_fn))
+    if activation is None or not _kernel_takes(gate_up):
+        return _hf(self, "_apply_gate")(self, gate_up)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return ops.act_and_mul(gate, up, activation)
+
+
+# What patch() sets on instances (unpatch() removes exactly these).
+_INSTANCE_FUNCTIONS = frozenset(
+    {*_NORM_FORWARDS.values(), _mlp_forward, _fused_mlp_forward, _experts_apply_gate}
+)
+
+_ROPE_LAYOUTS = {1: "HND", 2: "NHD"}  # unsqueeze_dim -> where the heads are
+
+
+def _rope_ok(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    width = cos.shape[-1]
+    return (
+        q.dim() == k.dim() == 4
+        and cos.dim() == 3
+        and cos.shape == sin.shape
+        and q.dtype == k.dtype
+        and _kernel_takes(q)
+        and width % 2 == 0
+        and width <= q.shape[-1]
+        and q.stride(-1) == k.stride(-1) == 1
+        and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
+    )
+
+
+def _rope_replacement(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def apply_rotary_pos_emb(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        unsqueeze_dim: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        layout = _ROPE_LAYOUTS.get(unsqueeze_dim)
+        if layout is None or not _rope_ok(q, k, cos, sin):
+            return original(q, k, cos, sin, unsqueeze_dim)
+        # cos and sin are [batch, seq, rotary_dim] with both halves equal (HF's
+        # rotary embeddings concatenate the frequencies twice); one cache row per token.
+        batch, seq, width = cos.shape
+        half = width // 2
+        cache = torch.cat((cos[..., :half], sin[..., :half]), dim=-1).reshape(batch * seq, width)
+        if cache.dtype not in (torch.float32, q.dtype):
+            cache = cache.float()
+        positions = torch.arange(batch * seq, device=q.device).view(batch, seq)
+        q, k = q.clone(), k.clone()
+        ops.apply_rope(positions, q, k, cache, True, layout=layout)
+        return q, k
+
+    return apply_rotary_pos_emb
+
+
+@dataclass
+class _Installed:
+    original: Callable
+    users: int = 0
+
+
+_ROPE_INSTALLED: dict[str, _Installed] = {}  # modeling module name -> HF's function
+_LOCK = threading.RLock()
+
+
+def _acquire_rope(fam: Family) -> str:
+    module = fam.module
+    entry = _ROPE_INSTALLED.get(module.__name__)
+    if entry is None:
+        entry = _ROPE_INSTALLED[module.__name__] = _Installed(module.apply_rotary_pos_emb)
+        module.apply_rotary_pos_emb = _rope_replacement(entry.original)
+    entry.users += 1
+    return f"{module.__name__}.apply_rotary_pos_emb"
+
+
+def _release_rope(module_name: str) -> None:
+    with _LOCK:
+        entry = _ROPE_INSTALLED[module_name]
+        entry.users -= 1
+        if entry.users == 0:
+            importlib.import_module(module_name).apply_rotary_pos_emb = entry.original
+            del _ROPE_INSTALLED[module_name]
+
+
+# --- Patching models ---
+
+
+@dataclass(frozen=True)
+class _ModelPatch:
+    report: list[str]
+    release_rope: weakref.finalize
+    """Gives the rotary function back: at unpatch, or when the model is collected."""
+
+
+_PATCHED: weakref.WeakKeyDictionary[nn.Module, _ModelPatch] = weakref.WeakKeyDictionary()
+
+
+def _ours(value: object) -> bool:
+    return isinstance(value, functools.partial) and value.func in _INSTANCE_FUNCTIONS
+
+
+def _set_instance(module: nn.Module, name: str, function: Callable) -> bool:
+    """False, changing nothing, if the instance has its own `name` (not one of ours:
+    a copy of a patched model is patched again)."""
+    if name in module.__dict__ and not _ours(module.__dict__[name]):
+        return False
+    setattr(module, name, functools.partial(function, module))
+    return True
+
+
+def _unset_instances(model: nn.Module) -> int:
+    removed = 0
+    for module in model.modules():
+        for name in ("forward", "_apply_gate"):
+            if _ours(module.__dict__.get(name)):
+                delattr(module, name)
+                removed += 1
+    return removed
+
+
+_OWN_FORWARD = "unpatched, the instance has its own {} already (accelerate hooks?)"
+
+
+def _patch_norm(fam: Family, path: str, module: nn.Module, dtype: torch.dtype) -> str:
+    weight = module.weight.dtype
+    if not _norm_weight_ok(fam.norm, weight, dtype):
+        return (
+            f"{path}: unpatched, no kernel computes HF's {fam.norm}-style norm of a "
+            f"{weight} weight on {dtype} activations"
+        )
+    if not _set_instance(module, "forward", _NORM_FORWARDS[fam.norm]):
+        return f"{path}: {_OWN_FORWARD.format('forward')}"
+    op = "gemma_rmsnorm" if fam.norm == "gemma" else "rmsnorm"
+    return f"{path}: {op} ({type(module).__name__})"
+
+
+def _no_kernel(path: str, act: nn.Module) -> str:
+    return f"{path}: unpatched, activation {type(act).__name__} has no kernel (SiLU and GELUs have)"
+
+
+def _patch_mlp(fam: Family, path: str, module: nn.Module) -> str:
+    act = module.activation_fn if fam.mlp == "fused" else module.act_fn
+    activation = _ACTIVATIONS.get(type(act))
+    if activation is None:
+        return _no_kernel(path, act)
+    forward = _fused_mlp_forward if fam.mlp == "fused" else _mlp_forward
+    if not _set_instance(module, "forward", forward):
+        return f"{path}: {_OWN_FORWARD.format('forward')}"
+    return f"{path}: act_and_mul {activation} ({type(module).__name__})"
+
+
+def _patch_experts(path: str, module: nn.Module) -> str:
+    kind = type(module).__name__
+    activation = _ACTIVATIONS.get(type(module.act_fn))
+    if activation is None:
+        return _no_kernel(path, module.act_fn)
+    if _hf(module, "_apply_gate") is not _default_apply_gate:
+        return f"{path}: unpatched, {kind} has its own _apply_gate"
+    if not _set_instance(module, "_apply_gate", _experts_apply_gate):
+        return f"{path}: {_OWN_FORWARD.format('_apply_gate')}"
+    # The eager experts forward computes act(gate) * up inline; grouped_mm and
+    # batched_mm call _apply_gate.
+    implementation = getattr(module.config, "_experts_implementation", None)
+    calls = "does not call" if implementation == "eager" else "calls"
+    return (
+        f"{path}: act_and_mul {activation} in _apply_gate ({kind}; "
+        f"experts_implementation {implementation!r} {calls} it)"
+    )
+
+
+def patch(model: nn.Module) -> list[str]:
+    """Swaps the kernels into an already-built model; returns what it did, one line each.
+
+    Lines are `<module path>: <kernel> (<class>)`, `<module path>: unpatched, <why>`,
+    and the rotary function's module-level name. Patching a patched model returns
+    the first report and changes nothing. ValueError for an unsupported model_type.
+    """
+    fam = family(getattr(getattr(model, "config", None), "model_type", None))
+    with _LOCK:
+        if model in _PATCHED:
+            return list(_PATCHED[model].report)
+        norm_cls = fam.cls("RMSNorm")
+        mlp_cls = fam.cls("MLP") if fam.mlp else None
+        experts_cls = fam.cls("Experts") if fam.experts else None
+        dtype = getattr(model, "dtype", torch.float32)
+        report = []
+        for path, module in model.named_modules():
+            if type(module) is norm_cls:
+                report.append(_patch_norm(fam, path, module, dtype))
+            elif type(module) is mlp_cls:
+                report.append(_patch_mlp(fam, path, module))
+            elif type(module) is experts_cls:
+                report.append(_patch_experts(path, module))
+        rope = _acquire_rope(fam)
+        report += [
+            f"{rope}: apply_rope (module-level: any {fam.name} model uses it now)",
+            f"{fam.prefix}DecoderLayer: unpatched, fused_add_rmsnorm not used: the residual "
+            "add and the next norm are two steps of the decoder layer's forward",
+        ]
+        release = weakref.finalize(model, _release_rope, fam.module.__name__)
+        _PATCHED[model] = _ModelPatch(report, release)
+        return list(report)
+
+
+def unpatch(model: nn.Module) -> None:
+    """Undoes patch(model): the model runs Hugging Face's code again (bit-identical).
+
+    The rotary function goes back once no other model or class patch of the family
+    uses it. Also clears a deep copy or unpickled copy of a patched model. ValueError
+    if the model is not patched.
+    """
+    with _LOCK:
+        patched = _PATCHED.pop(model, None)
+        if not _unset_instances(model) and patched is None:
+            raise ValueError("unpatch(): this model is not patched (patch(model) first)")
+        if patched is not None:
+            patched.release_rope()
+
+
+# --- Patching classes, before a model is built ---
+
+_CLASS_PATCHED: dict[str, list[str]] = {}  # family name -> report
+
+
+def _set_class(cls: type, name: str, function: Callable, report: list[str], what: str) -> None:
+    _CLASS_ORIGINALS[cls, name] = cls.__dict__[name]
+    setattr(cls, name, function)
+    report.append(f"{cls.__module__}.{cls.__qualname__}.{name}: {what}")
+
+
+def patch_class(model_type: str) -> list[str]:
+    """Swaps the kernels into the family's classes: every model built (or already
+    built) from them uses them. Returns what it changed; a second call is a no-op.
+    Activations and dtypes are checked per call (HF's code where no kernel fits)."""
+    fam = family(model_type)
+    with _LOCK:
+        if fam.name in _CLASS_PATCHED:
+            return list(_CLASS_PATCHED[fam.name])
+        report: list[str] = []
+        op = "gemma_rmsnorm" if fam.norm == "gemma" else "rmsnorm"
+        _set_class(fam.cls("RMSNorm"), "forward", _NORM_FORWARDS[fam.norm], report, op)
+        if fam.mlp:
+            forward = _fused_mlp_forward if fam.mlp == "fused" else _mlp_forward
+            _set_class(fam.cls("MLP"), "forward", forward, report, "act_and_mul")
+        if fam.experts:
+            experts = fam.cls("Experts")
+            if experts.__dict__.get("_apply_gate") is _default_apply_gate:
+                _set_class(experts, "_apply_gate", _experts_apply_gate, report, "act_and_mul")
+        report.append(f"{_acquire_rope(fam)}: apply_rope")
+        _CLASS_PATCHED[fam.name] = report
+        return list(report)
+
+
+def unpatch_class(model_type: str) -> None:
+    """Undoes patch_class(model_type). ValueError if the family's classes are not patched."""
+    fam = family(model_type)
+    with _LOCK:
+        if _CLASS_PATCHED.pop(fam.name, None) is None:
+            raise ValueError(f"unpatch_class(): {model_type!r} is not patched")
+        for (cls, name), original in list(_CLASS_ORIGINALS.items()):
+            if cls.__module__ == fam.module.__name__:
+                setattr(cls, name, original)
+                del _CLASS_ORIGINALS[cls, name]
+        _release_rope(fam.module.__name__)
+
+
+# Liger-style entry points: patch the family's classes before building a model.
+
+
+def apply_to_llama() -> list[str]:
+    return patch_class("llama")
+
+
+def apply_to_mistral() -> list[str]:
+    return patch_class("mistral")
+
+
+def apply_to_mixtral() -> list[str]:
+    return patch_class("mixtral")
+
+
+def apply_to_qwen2() -> list[str]:
+    return patch_class("qwen2")
+
+
+def apply_to_qwen3() -> list[str]:
+    return patch_class("qwen3")
+
+
+def apply_to_qwen3_moe() -> list[str]:
+    return patch_class("qwen3_moe")
+
+
+def apply_to_gemma() -> list[str]:
+    return patch_class("gemma")
+
+
+def apply_to_gemma2() -> list[str]:
+    return patch_class("gemma2")
+
+
+def apply_to_gemma3() -> list[str]:
+    return patch_class("gemma3")
+
+
+def apply_to_phi3() -> list[str]:
+    return patch_class("phi3")
+
+
+def apply_to_granite() -> list[str]:
+    return patch_class("granite")
+
+
+def apply_to_olmo2() -> list[str]:
+    return patch_class("olmo2")
