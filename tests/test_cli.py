@@ -103,3 +103,39 @@ def test_bench_rejects_unknown_ops(tmp_path: Path) -> None:
         timeout=120,
     )
     assert result.returncode != 0 and "unknown ops: softmax" in result.stderr
+
+
+def test_bench_model_times_both_models(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 256,
+                "intermediate_size": 2048,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 64,
+                "vocab_size": 128,
+                "bos_token_id": 1,
+                "eos_token_id": 2,
+            }
+        )
+    )
+    report = tmp_path / "model.json"
+    args = ["--prefill", "8", "--decode", "2", "--repeats", "1", "--json", str(report)]
+    out = _cli("bench", "--model", str(config), *args, cache=tmp_path / "cache").stdout
+    assert "config.json fp32: 1 x act_and_mul silu, 3 x rmsnorm, 1 x apply_rope" in out
+    for dtype in ("fp32", "bf16"):
+        assert f"| config.json | {dtype} | transformers |" in out
+        assert f"| config.json | {dtype} | patched |" in out
+    rows = json.loads(report.read_text())["results"]
+    assert [(r["dtype"], r["model"]) for r in rows] == [
+        ("fp32", "transformers"),
+        ("fp32", "patched"),
+        ("bf16", "transformers"),
+        ("bf16", "patched"),
+    ]
+    assert all(r["prefill_tokens_per_s"] > 0 and r["decode_tokens_per_s"] > 0 for r in rows)
+    assert all(0 < r["decode_kernel_share"] < 1 for r in rows if r["model"] == "patched")

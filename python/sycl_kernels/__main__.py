@@ -14,9 +14,10 @@ from tqdm import tqdm
 from . import _runtime
 from ._bench import ACTIVATION_OPS, ALL_OPS, HEAD_OPS, NORM_OPS, Result, measure
 from ._bench import run as run_bench
+from ._bench_model import run as run_model_bench
 from ._cases import activation_case, head_case, norm_case, timestep_case
 from ._devices import default_device, devices
-from ._dtypes import DTYPES
+from ._dtypes import BY_NAME, DTYPES
 from .jit import aot, compile_inputs, compiler, stats
 from .jit.build import cached_or_compiled
 from .jit.cache import disk_cache
@@ -147,6 +148,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.model:
+        return run_model_bench(
+            args.model, args.dtypes, args.prefill, args.decode, args.batch, args.repeats, args.json
+        )
     unknown = set(args.ops) - set(ALL_OPS)
     if unknown:
         raise SystemExit(f"unknown ops: {', '.join(sorted(unknown))} (known: {', '.join(ALL_OPS)})")
@@ -208,6 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--quick", action="store_true", help="fewer shapes and dtypes (< 3 min)")
     bench.add_argument("--json", type=Path, help="write the results as JSON here")
     bench.add_argument("--plot", type=Path, help="write a PNG plot of GB/s vs size here")
+    model = bench.add_argument_group(
+        "end to end", "--model: a Hugging Face model, patched vs not (needs transformers)"
+    )
+    model.add_argument(
+        "--model", nargs="+", type=Path, metavar="CONFIG.json", help="random weights from these"
+    )
+    model.add_argument("--prefill", type=int, default=512, help="prompt tokens (default 512)")
+    model.add_argument("--decode", type=int, default=16, help="decode steps (default 16)")
+    model.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
+    model.add_argument(
+        "--dtypes", nargs="+", choices=list(BY_NAME), default=["fp32", "bf16"], help="model dtypes"
+    )
+    model.add_argument("--repeats", type=int, default=3, help="timed runs per model (median)")
     bench.set_defaults(run=cmd_bench)
     cache = commands.add_parser("cache", help="the disk cache of compiled kernels")
     cache.add_argument("action", choices=("ls", "clear", "path"))
