@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="every op vs torch: time and error at LLM shapes")
     demo.set_defaults(run=cmd_demo)
     bench = commands.add_parser(
-        "bench", help="throughput, roofline, host overhead, compile latency"
+        "bench",
+        help="ops: throughput, roofline, host overhead, compile latency; "
+        "--model: a Hugging Face model end to end",
     )
     bench.add_argument("--ops", nargs="+", default=list(ALL_OPS), help="ops to measure")
     bench.add_argument("--quick", action="store_true", help="fewer shapes and dtypes (< 3 min)")

@@ -141,7 +141,7 @@ def bench_model(
 
 
 def _summary(report: list[str]) -> str:
-    """ "<path>: <kernel> (<class>)" and "<path>: unpatched, <why>" lines, counted by kind."""
+    """The report's lines (`path: kernel (Class)`, `path: unpatched, why`) counted by kind."""
     kinds = collections.Counter(
         line.split(": ", 1)[1].split(" (")[0].split(",")[0] for line in report
     )
@@ -176,6 +176,8 @@ def run(
     repeats: int,
     json_path: Path | None,
 ) -> int:
+    if min(prefill, decode, batch, repeats) < 1:
+        raise SystemExit("bench --model: --prefill, --decode, --batch and --repeats must be >= 1")
     try:
         import transformers  # noqa: F401
     except ImportError:
