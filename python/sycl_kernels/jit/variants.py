@@ -53,11 +53,13 @@ SPEC_FACTORIES: dict[str, Callable[..., KernelSpec]] = {
     "gemma_rmsnorm": lambda dtype, hidden, tuned_for: rmsnorm_spec(
         BY_NAME[dtype], hidden, tuned_for, gemma=True
     ),
-    "fused_add_rmsnorm": lambda dtype, hidden, tuned_for: fused_add_rmsnorm_spec(
-        BY_NAME[dtype], hidden, tuned_for
+    "fused_add_rmsnorm": lambda dtype, hidden, tuned_for, rounded_sum=True: fused_add_rmsnorm_spec(
+        BY_NAME[dtype], hidden, tuned_for, rounded_sum=rounded_sum
     ),
-    "gemma_fused_add_rmsnorm": lambda dtype, hidden, tuned_for: fused_add_rmsnorm_spec(
-        BY_NAME[dtype], hidden, tuned_for, gemma=True
+    "gemma_fused_add_rmsnorm": lambda dtype, hidden, tuned_for, rounded_sum=True: (
+        fused_add_rmsnorm_spec(
+            BY_NAME[dtype], hidden, tuned_for, gemma=True, rounded_sum=rounded_sum
+        )
     ),
     "qknorm": lambda dtype, head_dim, tuned_for, gemma=False: qknorm_spec(
         BY_NAME[dtype], head_dim, tuned_for, gemma
