@@ -104,3 +104,8 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
         torch.float16: {"rtol": 1e-2, "atol": 1e-2},
         torch.bfloat16: {"rtol": 2e-2, "atol": 2e-2},
     }[dtype]
+
+
+def assert_close(got: torch.Tensor, want: torch.Tensor) -> None:
+    """got (in its dtype) against a float64 reference, with that dtype's tolerance."""
+    torch.testing.assert_close(got.double(), want, **tolerance(got.dtype))

@@ -13,7 +13,7 @@ import pytest
 import torch
 from sycl_kernels.compat import sgl_kernel
 
-from tests.references import tolerance
+from tests.references import assert_close, rope_cache
 
 HIDDEN = 2048  # norms
 DIM = 2048  # gated activations: input [..., 2 * DIM]
@@ -61,16 +61,6 @@ def _rope(
     return x64
 
 
-def _cos_sin_cache(rotary_dim: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    inv_freq = 1e4 ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
-    angles = torch.arange(MAX_POSITION, dtype=torch.float64)[:, None] * inv_freq
-    return torch.cat([angles.cos(), angles.sin()], dim=-1).to(dtype)
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    torch.testing.assert_close(got.double(), want, **tolerance(got.dtype))
-
-
 # Norms
 
 
@@ -80,7 +70,7 @@ def test_rmsnorm_returns_new_tensor_or_out(dtype: torch.dtype) -> None:
     weight = (1 + 0.5 * torch.randn(HIDDEN)).to(dtype)
     got = sgl_kernel.rmsnorm(x, weight)
     assert got.shape == x.shape and got.dtype == dtype
-    _close(got, _rmsnorm(x, weight))
+    assert_close(got, _rmsnorm(x, weight))
     out = torch.empty_like(x)
     assert sgl_kernel.rmsnorm(x, weight, EPS, out) is out
     assert torch.equal(out, got)
@@ -91,16 +81,16 @@ def test_rmsnorm_float32_weight_on_bfloat16_input() -> None:
     weight = 1 + 0.5 * torch.randn(HIDDEN)
     got = sgl_kernel.rmsnorm(x, weight, EPS)
     assert got.dtype == torch.bfloat16
-    _close(got, _rmsnorm(x, weight))
+    assert_close(got, _rmsnorm(x, weight))
 
 
 def test_gemma_rmsnorm() -> None:
     x = torch.randn(5, HIDDEN).to(torch.bfloat16)
     weight = (0.5 * torch.randn(HIDDEN)).to(torch.bfloat16)
-    _close(sgl_kernel.gemma_rmsnorm(x, weight), _rmsnorm(x, weight, gemma=True))
+    assert_close(sgl_kernel.gemma_rmsnorm(x, weight), _rmsnorm(x, weight, gemma=True))
     out = torch.empty_like(x)
     assert sgl_kernel.gemma_rmsnorm(x, weight, EPS, out, enable_pdl=False) is out
-    _close(out, _rmsnorm(x, weight, gemma=True))
+    assert_close(out, _rmsnorm(x, weight, gemma=True))
 
 
 @pytest.mark.parametrize(
@@ -118,7 +108,7 @@ def test_fused_add_rmsnorm_in_place(gemma: bool, dtype: torch.dtype) -> None:
     assert fn(x, residual, weight, EPS) is None
     assert (x.data_ptr(), residual.data_ptr()) == (x_ptr, residual_ptr)
     assert torch.equal(residual, total.to(dtype))
-    _close(x, _rmsnorm(total, weight, gemma))
+    assert_close(x, _rmsnorm(total, weight, gemma))
 
 
 def test_fused_add_rmsnorm_normalizes_the_float32_sum() -> None:
@@ -145,8 +135,8 @@ def test_fused_inplace_qknorm() -> None:
     q_weight, k_weight = (1 + 0.5 * torch.randn(2, HEAD_SIZE)).to(torch.bfloat16)
     want_q, want_k = _rmsnorm(q, q_weight), _rmsnorm(k, k_weight)
     assert sgl_kernel.fused_inplace_qknorm(q, k, q_weight, k_weight) is None
-    _close(q, want_q)
-    _close(k, want_k)
+    assert_close(q, want_q)
+    assert_close(k, want_k)
     assert torch.equal(qkv[:, 6 * HEAD_SIZE :], v_before)
 
 
@@ -169,7 +159,7 @@ def test_act_and_mul_returns_new_tensor_or_out(name: str, dtype: torch.dtype) ->
     x = (2 * torch.randn(3, 4, 2 * DIM)).to(dtype)
     got = fn(x)
     assert got.shape == (3, 4, DIM) and got.dtype == dtype
-    _close(got, _act_and_mul(name, x))
+    assert_close(got, _act_and_mul(name, x))
     out = torch.empty(3, 4, DIM, dtype=dtype)
     assert fn(x, out) is out
     assert torch.equal(out, got)
@@ -203,15 +193,15 @@ def test_apply_rope_two_dimensional_in_place(
     qkv, query, key = _qkv(7, dtype)
     v_before = qkv[:, 6 * HEAD_SIZE :].clone()
     positions = torch.randint(0, MAX_POSITION, (7,), dtype=positions_dtype)
-    cache = _cos_sin_cache(HEAD_SIZE)
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE)
     want_q = _rope(positions, _heads(query), cache, is_neox)
     want_k = _rope(positions, _heads(key), cache, is_neox)
     result = sgl_kernel.apply_rope_with_cos_sin_cache_inplace(
         positions, query, key, HEAD_SIZE, cache, is_neox
     )
     assert result is None
-    _close(_heads(query), want_q)
-    _close(_heads(key), want_k)
+    assert_close(_heads(query), want_q)
+    assert_close(_heads(key), want_k)
     assert torch.equal(qkv[:, 6 * HEAD_SIZE :], v_before)
 
 
@@ -220,12 +210,12 @@ def test_apply_rope_three_dimensional_partial_rotary() -> None:
     query = torch.randn(7, 4, HEAD_SIZE).to(torch.bfloat16)
     key = torch.randn(7, 2, HEAD_SIZE).to(torch.bfloat16)
     positions = torch.randint(0, MAX_POSITION, (7,))
-    cache = _cos_sin_cache(64)
+    cache = rope_cache(MAX_POSITION, 64)
     want_q, want_k = _rope(positions, query, cache, True), _rope(positions, key, cache, True)
     tails = query[..., 64:].clone(), key[..., 64:].clone()
     sgl_kernel.apply_rope_with_cos_sin_cache_inplace(positions, query, key, HEAD_SIZE, cache)
-    _close(query, want_q)
-    _close(key, want_k)
+    assert_close(query, want_q)
+    assert_close(key, want_k)
     assert torch.equal(query[..., 64:], tails[0]) and torch.equal(key[..., 64:], tails[1])
 
 
@@ -234,7 +224,7 @@ def test_apply_rope_stores_key_and_value() -> None:
     qkv, query, key = _qkv(7, torch.bfloat16)
     value = qkv[:, 6 * HEAD_SIZE :]
     positions = torch.randint(0, MAX_POSITION, (7,))
-    cache = _cos_sin_cache(64)  # partial: the key's unrotated tail is stored too
+    cache = rope_cache(MAX_POSITION, 64)  # partial: the key's unrotated tail is stored too
     cache_loc = torch.randperm(slots)[:7]
     cache_loc[3] = -1  # a padding token: stored nowhere, still rotated
     k_buffer = torch.zeros(slots, 2 * HEAD_SIZE, dtype=torch.bfloat16)
@@ -244,7 +234,7 @@ def test_apply_rope_stores_key_and_value() -> None:
     sgl_kernel.apply_rope_with_cos_sin_cache_inplace(
         positions, query, key, HEAD_SIZE, cache, True, fused_set_kv_buffer_arg=arg
     )
-    _close(_heads(key), want_k)
+    assert_close(_heads(key), want_k)
     stored = cache_loc >= 0
     assert torch.equal(k_buffer[cache_loc[stored]], key[stored])
     assert torch.equal(v_buffer[cache_loc[stored]], value[stored])
@@ -258,13 +248,13 @@ def test_apply_rope_refuses_what_sgl_kernel_refuses() -> None:
     positions = torch.zeros(3, dtype=torch.int64)
     with pytest.raises(ValueError, match="float32"):
         sgl_kernel.apply_rope_with_cos_sin_cache_inplace(
-            positions, query, key, HEAD_SIZE, _cos_sin_cache(HEAD_SIZE, torch.bfloat16)
+            positions, query, key, HEAD_SIZE, rope_cache(MAX_POSITION, HEAD_SIZE).to(torch.bfloat16)
         )
     value = torch.zeros_like(key)
     arg = sgl_kernel.FusedSetKVBufferArg(value, value, value, 1.0, None, positions)
     with pytest.raises(ValueError, match="k_scale"):
         sgl_kernel.apply_rope_with_cos_sin_cache_inplace(
-            positions, query, key, HEAD_SIZE, _cos_sin_cache(HEAD_SIZE), True, arg
+            positions, query, key, HEAD_SIZE, rope_cache(MAX_POSITION, HEAD_SIZE), True, arg
         )
 
 
@@ -275,10 +265,10 @@ def test_rotary_embedding_returns_the_same_tensors(layout: str, cache_dtype: tor
     if layout == "3d":
         query, key = _heads(query), _heads(key)
     positions = torch.randint(0, MAX_POSITION, (7,))
-    cache = _cos_sin_cache(HEAD_SIZE, cache_dtype)
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE).to(cache_dtype)
     want_q = _rope(positions, _heads(query), cache, True)
     want_k = _rope(positions, _heads(key), cache, True)
     got_q, got_k = sgl_kernel.rotary_embedding(positions, query, key, HEAD_SIZE, cache, True)
     assert got_q is query and got_k is key
-    _close(_heads(query), want_q)
-    _close(_heads(key), want_k)
+    assert_close(_heads(query), want_q)
+    assert_close(_heads(key), want_k)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from sycl_kernels.compat import vllm
 
-from tests.references import tolerance
+from tests.references import assert_close, rope_cache
 
 HIDDEN = 2048  # norms
 DIM = 2048  # gated activations: input [..., 2 * DIM]
@@ -74,16 +74,6 @@ def _rope(
     return x64
 
 
-def _cos_sin_cache(rotary_dim: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    inv_freq = 1e4 ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
-    angles = torch.arange(MAX_POSITION, dtype=torch.float64)[:, None] * inv_freq
-    return torch.cat([angles.cos(), angles.sin()], dim=-1).to(dtype)
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    torch.testing.assert_close(got.double(), want, **tolerance(got.dtype))
-
-
 # Norms
 
 
@@ -93,7 +83,7 @@ def test_rms_norm_writes_out(dtype: torch.dtype) -> None:
     weight = (1 + 0.5 * torch.randn(HIDDEN)).to(dtype)
     out = torch.empty_like(x)
     assert vllm.rms_norm(out, x, weight, EPS) is None
-    _close(out, _rms_norm(x, weight, dtype))
+    assert_close(out, _rms_norm(x, weight, dtype))
 
 
 @pytest.mark.parametrize("weight_kind", ["none", "float32"])
@@ -102,7 +92,7 @@ def test_rms_norm_weight_none_or_float32_on_bfloat16(weight_kind: str) -> None:
     weight = None if weight_kind == "none" else 1 + 0.5 * torch.randn(HIDDEN)
     out = torch.empty_like(x)
     vllm.rms_norm(out, x, weight, EPS)
-    _close(out, _rms_norm(x, weight, torch.bfloat16))
+    assert_close(out, _rms_norm(x, weight, torch.bfloat16))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -115,7 +105,7 @@ def test_fused_add_rms_norm_in_place(dtype: torch.dtype) -> None:
     total = (x.double() + residual.double()).to(dtype)
     assert vllm.fused_add_rms_norm(x, residual, weight, EPS) is None
     assert torch.equal(residual, total)
-    _close(x, _rms_norm(total, weight, dtype))
+    assert_close(x, _rms_norm(total, weight, dtype))
     assert x.data_ptr() == wide.data_ptr()
 
 
@@ -154,7 +144,7 @@ def test_act_and_mul_writes_out(name: str, dtype: torch.dtype) -> None:
     x = (2 * torch.randn(3, 4, 2 * DIM)).to(dtype)
     out = torch.empty(3, 4, DIM, dtype=dtype)
     assert getattr(vllm, name)(out, x) is None
-    _close(out, _act_and_mul(name, x))
+    assert_close(out, _act_and_mul(name, x))
 
 
 # Rotary embedding
@@ -188,7 +178,7 @@ def test_rotary_embedding_layouts_in_place(
     qkv, query, key = _query_key(token_shape, torch.bfloat16, split)
     key_before, v_before = key.clone(), qkv[..., 6 * HEAD_SIZE :].clone()
     positions = torch.randint(0, MAX_POSITION, token_shape)
-    cache = _cos_sin_cache(HEAD_SIZE)
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE)
     dims = len(token_shape)
     want_q = _rope(positions, _heads(query, dims), cache, True)
     want_k = _rope(positions, _heads(key, dims), cache, True)
@@ -196,9 +186,9 @@ def test_rotary_embedding_layouts_in_place(
         positions, query, key if with_key else None, HEAD_SIZE, cache, True
     )
     assert result is None
-    _close(_heads(query, dims), want_q)
+    assert_close(_heads(query, dims), want_q)
     if with_key:
-        _close(_heads(key, dims), want_k)
+        assert_close(_heads(key, dims), want_k)
     else:
         assert torch.equal(key, key_before)
     assert torch.equal(qkv[..., 6 * HEAD_SIZE :], v_before)
@@ -212,12 +202,12 @@ def test_rotary_embedding_layouts_in_place(
 def test_rotary_embedding_dtypes_and_styles(dtype: torch.dtype, is_neox: bool) -> None:
     _, query, key = _query_key((7,), dtype, split=False)
     positions = torch.randint(0, MAX_POSITION, (7,))
-    cache = _cos_sin_cache(HEAD_SIZE)
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE)
     want_q = _rope(positions, _heads(query, 1), cache, is_neox)
     want_k = _rope(positions, _heads(key, 1), cache, is_neox)
     vllm.rotary_embedding(positions, query, key, HEAD_SIZE, cache, is_neox)
-    _close(_heads(query, 1), want_q)
-    _close(_heads(key, 1), want_k)
+    assert_close(_heads(query, 1), want_q)
+    assert_close(_heads(key, 1), want_k)
 
 
 @pytest.mark.parametrize(
@@ -230,11 +220,11 @@ def test_rotary_embedding_positions_and_cache_dtypes(
 ) -> None:
     _, query, key = _query_key((7,), torch.bfloat16, split=True)
     positions = torch.randint(0, MAX_POSITION, (7,), dtype=positions_dtype)
-    cache = _cos_sin_cache(HEAD_SIZE, cache_dtype)
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE).to(cache_dtype)
     want_q, want_k = _rope(positions, query, cache, True), _rope(positions, key, cache, True)
     vllm.rotary_embedding(positions, query, key, HEAD_SIZE, cache, True)
-    _close(query, want_q)
-    _close(key, want_k)
+    assert_close(query, want_q)
+    assert_close(key, want_k)
 
 
 @pytest.mark.parametrize("offset", [0, 32], ids=["rope_dim_offset-0", "rope_dim_offset-32"])
@@ -242,7 +232,7 @@ def test_rotary_embedding_partial_leaves_the_rest(offset: int) -> None:
     # rotary_dim = the cache's width (64 < head_size): only offset .. offset + 64 turns.
     _, query, key = _query_key((7,), torch.bfloat16, split=False)
     positions = torch.randint(0, MAX_POSITION, (7,))
-    cache = _cos_sin_cache(64)
+    cache = rope_cache(MAX_POSITION, 64)
     q_heads, k_heads = _heads(query, 1), _heads(key, 1)
     want_q = _rope(positions, q_heads, cache, True, offset)
     want_k = _rope(positions, k_heads, cache, True, offset)
@@ -250,8 +240,8 @@ def test_rotary_embedding_partial_leaves_the_rest(offset: int) -> None:
     rest[offset : offset + 64] = False
     q_rest, k_rest = q_heads[..., rest].clone(), k_heads[..., rest].clone()
     vllm.rotary_embedding(positions, query, key, HEAD_SIZE, cache, True, offset)
-    _close(q_heads, want_q)
-    _close(k_heads, want_k)
+    assert_close(q_heads, want_q)
+    assert_close(k_heads, want_k)
     assert torch.equal(q_heads[..., rest], q_rest) and torch.equal(k_heads[..., rest], k_rest)
 
 
@@ -259,18 +249,23 @@ def test_rotary_embedding_inverse_undoes_the_rotation() -> None:
     _, query, key = _query_key((7,), torch.float32, split=True)
     original_q, original_k = query.clone(), key.clone()
     positions = torch.randint(0, MAX_POSITION, (7,))
-    cache = _cos_sin_cache(HEAD_SIZE)
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE)
     vllm.rotary_embedding(positions, query, key, HEAD_SIZE, cache, True)
     want_q = _rope(positions, query, cache, True, inverse=True)
     vllm.rotary_embedding(positions, query, key, HEAD_SIZE, cache, True, inverse=True)
-    _close(query, want_q)
-    _close(query, original_q.double())
-    _close(key, original_k.double())
+    assert_close(query, want_q)
+    assert_close(query, original_q.double())
+    assert_close(key, original_k.double())
 
 
 def test_rotary_embedding_refuses_a_mismatched_head_size() -> None:
     query = torch.randn(3, 4, 64)
     with pytest.raises(ValueError, match="query"):
         vllm.rotary_embedding(
-            torch.zeros(3, dtype=torch.int64), query, None, HEAD_SIZE, _cos_sin_cache(64), True
+            torch.zeros(3, dtype=torch.int64),
+            query,
+            None,
+            HEAD_SIZE,
+            rope_cache(MAX_POSITION, 64),
+            True,
         )
