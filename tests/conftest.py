@@ -10,6 +10,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 from sycl_kernels._config import config
+from sycl_kernels.jit import aot, compile_inputs
+from sycl_kernels.jit.sources import KERNELS_DIR
+from sycl_kernels.jit.variants import read_manifest
 
 # Property tests (tests/ops/test_properties.py). Each example may compile a variant
 # (~0.7 s), so the number of examples is what bounds their time. "ci" is
@@ -44,3 +47,42 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+# Test node id -> the variants it needs that the build does not bundle.
+_NOT_BUNDLED = pytest.StashKey[dict]()
+
+
+def _not_bundled(names: tuple[str, ...]) -> list[str]:
+    """Of these manifest variants, the ones the build under test has no current image of."""
+    specs = {v.spec.name: v.spec for v in read_manifest(KERNELS_DIR / "variants.toml")}
+    unknown = [name for name in names if name not in specs]
+    if unknown:
+        raise pytest.UsageError(f"needs_bundled names variants not in the manifest: {unknown}")
+    return [name for name in names if not aot.is_bundled(compile_inputs(specs[name]))]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects the tests marked needs_bundled(...) whose variants this build does not
+    bundle (a subset preset, the dev preset); pytest_terminal_summary lists them."""
+    kept, deselected, reasons = [], [], {}
+    for item in items:
+        marker = item.get_closest_marker("needs_bundled")
+        missing = _not_bundled(marker.args) if marker else []
+        if missing:
+            deselected.append(item)
+            reasons[item.nodeid] = missing
+        else:
+            kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+    config.stash[_NOT_BUNDLED] = reasons
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    reasons = config.stash.get(_NOT_BUNDLED, {})
+    if reasons:
+        terminalreporter.section("deselected: variants this build does not bundle")
+        for nodeid, missing in reasons.items():
+            terminalreporter.write_line(f"{nodeid}: {', '.join(missing)}")

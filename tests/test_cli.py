@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sycl_kernels._dtypes import BY_NAME
 
 
@@ -23,6 +24,7 @@ def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.needs_bundled("rmsnorm_fp16_h4096_cpu")
 def test_precompile_then_cache_ls_and_clear(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     manifest = tmp_path / "mine.toml"
@@ -67,6 +69,7 @@ def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
     assert len(rms_rows) == 12 + 1
 
 
+@pytest.mark.needs_bundled("rmsnorm_fp32_h4096_cpu")
 def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
     report = tmp_path / "bench.json"
     out = _cli(

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import sycl_kernels
 import torch
 from sycl_kernels import jit
@@ -79,6 +80,14 @@ def _timestep_embedding(gen: torch.Generator) -> None:
     )
 
 
+@pytest.mark.needs_bundled(
+    "rmsnorm_fp32_h4096_cpu",
+    "fused_add_rmsnorm_fp32_h4096_cpu",
+    "qknorm_bf16_d128_cpu",
+    "rope_bf16_d128_r128_neox_i64",
+    "silu_and_mul_fp16_d11008_cpu",
+    "timestep_embedding_fp32_d320",
+)
 def test_eight_threads_mix_ops_and_first_calls(fresh_cache: Path) -> None:
     before = jit.stats()
     start = threading.Barrier(THREADS)

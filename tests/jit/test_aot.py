@@ -129,6 +129,15 @@ def test_every_manifest_variant_loads_with_the_jit_off(fresh_cache: Path) -> Non
     assert (stats["aot_loads"], stats["compiles"], stats["disk_hits"]) == (len(listed), 0, 0)
 
 
+@pytest.mark.wheel
+def test_every_manifest_variant_counts_as_bundled() -> None:
+    # What tests marked needs_bundled(...) are selected by (tests/conftest.py): in the
+    # wheel none of them may be deselected.
+    variants = read_manifest(KERNELS_DIR / "variants.toml")
+    assert len(variants) > 600
+    assert [v.spec.name for v in variants if not aot.is_bundled(compile_inputs(v.spec))] == []
+
+
 @pytest.fixture
 def aot_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: Path) -> Path:
     """A private copy of the bundled images that the lookup reads instead."""

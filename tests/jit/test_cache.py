@@ -192,6 +192,7 @@ def test_a_lock_held_past_the_timeout_is_passed_by(fresh_cache: Path, monkeypatc
     assert disk_cache().load(spec.name, digest) is not None
 
 
+@pytest.mark.needs_bundled("rmsnorm_fp32_h4096_cpu")
 def test_jit_disabled_names_the_variant(fresh_cache: Path) -> None:
     script = (
         "import json, torch, sycl_kernels\n"

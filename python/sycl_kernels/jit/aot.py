@@ -36,9 +36,8 @@ def manifest(aot_dir: Path | None = None) -> dict[str, dict]:
         return {}
 
 
-def find_image(inputs: CompileInputs, aot_dir: Path | None = None) -> bytes | None:
-    """The bundled image compiled from exactly `inputs`, or None (the JIT then compiles)."""
-    aot_dir = aot_dir or AOT_DIR
+def _current_entry(inputs: CompileInputs, aot_dir: Path) -> dict | None:
+    """The manifest entry of an image compiled from exactly `inputs` that loads here."""
     entry = manifest(aot_dir).get(inputs.name)
     if entry is None:
         return None
@@ -52,6 +51,20 @@ def find_image(inputs: CompileInputs, aot_dir: Path | None = None) -> bytes | No
         return None
     if entry["input_hash"] != inputs.portable_digest():
         log.debug("%s: AOT image was built from other inputs; compiling instead", inputs.name)
+        return None
+    return entry
+
+
+def is_bundled(inputs: CompileInputs, aot_dir: Path | None = None) -> bool:
+    """Whether the build bundles an image of exactly `inputs` (its bytes are not read)."""
+    return _current_entry(inputs, aot_dir or AOT_DIR) is not None
+
+
+def find_image(inputs: CompileInputs, aot_dir: Path | None = None) -> bytes | None:
+    """The bundled image compiled from exactly `inputs`, or None (the JIT then compiles)."""
+    aot_dir = aot_dir or AOT_DIR
+    entry = _current_entry(inputs, aot_dir)
+    if entry is None:
         return None
     path = aot_dir / entry["image"]
     try:
