@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "device_compiler.hpp"
 #include "live_count.hpp"
+#include "native_binary.hpp"
 #include "queue.hpp"
 
 namespace sycl_kernels {
@@ -24,17 +27,34 @@ struct KernelArg {
   };
 };
 
-// A device image built for one queue's device; kernels are looked up in it by name.
+// A device image built for one queue's device, from SPIR-V or from the device's
+// native binary (csrc/native_binary.hpp); kernels are looked up in it by name.
 class Bundle : public LiveCount<Bundle> {
  public:
   Bundle(const Queue& queue, const std::string& image, const std::string& format)
       : bundle_(load_image(queue.get().get_context(), {queue.get().get_device()}, image,
                            format)) {}
 
-  sycl::kernel get(const std::string& name) const { return get_kernel(bundle_, name); }
+  // From native_binary() of a bundle built earlier for the same device and driver.
+  static Bundle from_native(const Queue& queue, const std::string& binary) {
+    return Bundle(std::make_shared<NativeProgram>(queue.get().get_context(),
+                                                  queue.get().get_device(), binary));
+  }
+
+  sycl::kernel get(const std::string& name) const {
+    return native_ ? native_->get(name) : get_kernel(*bundle_, name);
+  }
+
+  // The device's native binary of this bundle; "" where the backend gives none.
+  std::string native_binary() const {
+    return bundle_ ? sycl_kernels::native_binary(*bundle_) : std::string();
+  }
 
  private:
-  sycl::kernel_bundle<sycl::bundle_state::executable> bundle_;
+  explicit Bundle(std::shared_ptr<NativeProgram> native) : native_(std::move(native)) {}
+
+  std::optional<sycl::kernel_bundle<sycl::bundle_state::executable>> bundle_;
+  std::shared_ptr<NativeProgram> native_;
 };
 
 class Kernel : public LiveCount<Kernel> {

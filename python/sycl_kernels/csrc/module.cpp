@@ -172,7 +172,27 @@ NB_MODULE(_C, m) {
             new (self) Bundle(queue, bytes, format);
           },
           "queue"_a, "image"_a, "format"_a,
-          "Loads a device image (bytes of `format`) for the queue's device.");
+          "Loads a device image (bytes of `format`) for the queue's device.")
+      .def_static(
+          "from_native",
+          [](const Queue& queue, nb::bytes binary) {
+            std::string bytes(binary.c_str(), binary.size());
+            nb::gil_scoped_release release;
+            return new Bundle(Bundle::from_native(queue, bytes));
+          },
+          "queue"_a, "binary"_a, nb::rv_policy::take_ownership,
+          "Loads the native binary another bundle gave for this device (OpenCL only).")
+      .def(
+          "native_binary",
+          [](const Bundle& bundle) {
+            std::string binary;
+            {
+              nb::gil_scoped_release release;
+              binary = bundle.native_binary();
+            }
+            return nb::bytes(binary.data(), binary.size());
+          },
+          "The device's native binary of this bundle; b'' where the backend gives none.");
 
   nb::class_<Kernel>(m, "Kernel")
       .def(nb::init<const Bundle&, const std::string&, std::string, size_t>(), "bundle"_a,
