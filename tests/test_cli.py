@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from sycl_kernels._dtypes import BY_NAME
 
+from tests.jit.test_model_variants import EXPECTED, GEMMA3, LLAMA, QWEN3
+
 
 def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     result = subprocess.run(
@@ -45,6 +47,50 @@ def test_precompile_then_cache_ls_and_clear(tmp_path: Path) -> None:
     assert "0 entries" in _cli("cache", "ls", cache=cache).stdout
 
 
+def _printed_variants(stdout: str) -> set[str]:
+    """The variant names of precompile's per-variant lines (name, origin, seconds)."""
+    return {line.split()[0] for line in stdout.splitlines() if line.endswith(" s")}
+
+
+def test_precompile_for_models_compiles_exactly_their_variants(tmp_path: Path) -> None:
+    configs = []
+    for config in (LLAMA, QWEN3, GEMMA3):
+        configs.append(tmp_path / f"{config['model_type']}.json")
+        configs[-1].write_text(json.dumps(config))
+    cache = tmp_path / "cache"
+
+    out = _cli("precompile", "--model", *map(str, configs), cache=cache).stdout
+    assert _printed_variants(out) == {name for names in EXPECTED.values() for name in names}
+
+    # Another dtype and tuning: only the selected names, compiled for the CPU device.
+    out = _cli(
+        "precompile",
+        "--model",
+        str(configs[0]),
+        "--dtype",
+        "fp16",
+        "--device",
+        "gpu",
+        "--select",
+        "rmsnorm_*",
+        cache=cache,
+    ).stdout
+    assert _printed_variants(out) == {"rmsnorm_fp16_h96_gpu"}
+
+
+def test_precompile_for_an_unknown_model_type_names_the_supported_ones(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "bert", "hidden_size": 96}))
+    result = subprocess.run(
+        [sys.executable, "-m", "sycl_kernels", "precompile", "--model", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode != 0
+    assert "model_type 'bert' is not supported; supported: llama, mistral" in result.stderr
+
+
 def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
     out = _cli("demo", cache=tmp_path).stdout
     assert "sycl_kernels on cpu" in out and "speedup" in out
@@ -69,7 +115,12 @@ def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
     assert len(rms_rows) == 12 + 1
 
 
-@pytest.mark.needs_bundled("rmsnorm_fp32_h4096_cpu")
+@pytest.mark.needs_bundled(
+    "rmsnorm_fp32_h4096_cpu",
+    "fused_add_rmsnorm_fp32_h4096_cpu",
+    "rope_fp32_d128_r128_neox_i64",
+    "silu_and_mul_fp32_d11008_cpu",
+)
 def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
     report = tmp_path / "bench.json"
     out = _cli(
@@ -95,7 +146,16 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
         "Kernel.launch (nanobind, DLPack)",
         "Kernel launch (addresses, the ops' path)",
     }
-    assert len(document["kernel_latency_ms"]) == 4
+    assert set(document["kernel_latency_ms"]) == {
+        "cold JIT compile (first call)",
+        "disk cache, SPIR-V (first call)",
+        "disk cache, native binary (first call)",
+        "AOT image, SPIR-V (first call)",
+        "AOT image, native binary (first call)",
+        "Llama layer, 4 kernels, SPIR-V",
+        "Llama layer, 4 kernels, native",
+        "in-memory hit (per lookup)",
+    }
 
 
 def test_bench_rejects_unknown_ops(tmp_path: Path) -> None:

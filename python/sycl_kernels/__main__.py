@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
 import sys
 import time
 from pathlib import Path
@@ -20,8 +21,12 @@ from ._devices import default_device, devices
 from ._dtypes import BY_NAME, DTYPES
 from .jit import aot, compile_inputs, compiler, stats
 from .jit.build import cached_or_compiled
-from .jit.cache import disk_cache
+from .jit.bundle import export_bundle, import_bundle
+from .jit.cache import disk_cache, shared_caches
+from .jit.model_variants import config_dtype, model_specs
+from .jit.native import native_cache
 from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
+from .jit.spec import TUNINGS, KernelSpec
 from .jit.variants import read_manifest
 
 DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
@@ -158,38 +163,86 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(tuple(args.ops), args.quick, args.json, args.plot)
 
 
+def _cache_ls() -> None:
+    served = set()  # (name, digest) of the entries an earlier cache holds
+    private = disk_cache()
+    for cache in (private, *shared_caches()):
+        where = "private" if cache is private else "shared"
+        entries = cache.entries()
+        for e in entries:
+            unused = " (unused: an earlier cache has it)" if (e.name, e.digest) in served else ""
+            served.add((e.name, e.digest))
+            print(f"{e.name:<40} {e.digest[:16]}  {e.size / 1e3:>8.1f} kB  {where}{unused}")
+        total = sum(e.size for e in entries)
+        print(f"{len(entries)} entries, {total / 1e6:.2f} MB in {cache.root} ({where})")
+    binaries = native_cache().entries()
+    total = sum(e.size for e in binaries)
+    print(f"{len(binaries)} native binaries, {total / 1e6:.2f} MB in {native_cache().root}")
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     cache = disk_cache()
     if args.action == "path":
         print(cache.root)
-    elif args.action == "clear":
-        print(f"removed {cache.clear()} entries from {cache.root}")
+        return 0
+    if args.action == "clear":
+        print(
+            f"removed {cache.clear()} entries from {cache.root} "
+            f"and {native_cache().clear()} native binaries"
+        )
+        return 0
+    if args.action == "ls":
+        _cache_ls()
+        return 0
+    if args.action == "export":
+        try:
+            report = export_bundle(cache, args.file)
+        except OSError as e:
+            print(f"cache export: cannot write {args.file} ({e})", file=sys.stderr)
+            return 1
+        print(f"exported {len(report.done)} entries from {cache.root} to {args.file}")
     else:
-        entries = cache.entries()
-        for e in entries:
-            print(f"{e.name:<40} {e.digest[:16]}  {e.size / 1e3:>8.1f} kB")
-        total = sum(e.size for e in entries)
-        print(f"{len(entries)} entries, {total / 1e6:.2f} MB in {cache.root}")
-    return 0
+        if not cache.usable():  # it warned why
+            return 1
+        report = import_bundle(cache, args.file)
+        print(
+            f"imported {len(report.done)} entries into {cache.root} "
+            f"({len(report.present)} already there)"
+        )
+    for file, why in report.skipped:
+        print(f"skipped {file}: {why}", file=sys.stderr)
+    return 1 if report.skipped else 0
+
+
+def _model_specs(args: argparse.Namespace) -> list[KernelSpec]:
+    """The specs the models' configs call, in each --dtype (default: each config's own)."""
+    specs = []
+    for path in args.model:
+        try:
+            config = json.loads(Path(path).read_text())
+            dtypes = [BY_NAME[d] for d in args.dtype] if args.dtype else [config_dtype(config)]
+            specs += [s for dtype in dtypes for s in model_specs(config, dtype, args.device)]
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"precompile --model {path}: {e}") from None
+    return list({s.name: s for s in specs}.values())
 
 
 def cmd_precompile(args: argparse.Namespace) -> int:
-    manifests = args.manifest or [KERNELS_DIR / "variants.toml"]
-    variants = [
-        v
-        for path in manifests
-        for v in read_manifest(Path(path))
-        if any(fnmatch.fnmatchcase(v.spec.name, pattern) for pattern in args.select)
-    ]
+    if args.model:
+        specs = _model_specs(args)
+    else:
+        manifests = args.manifest or [KERNELS_DIR / "variants.toml"]
+        specs = [v.spec for path in manifests for v in read_manifest(Path(path))]
+    specs = [s for s in specs if any(fnmatch.fnmatchcase(s.name, p) for p in args.select)]
     queue = _runtime.cpu_queue()
     summary = []
-    for variant in tqdm(variants, desc="precompile", unit="variant", file=sys.stderr):
-        inputs = compile_inputs(variant.spec)
+    for spec in tqdm(specs, desc="precompile", unit="variant", file=sys.stderr):
+        inputs = compile_inputs(spec)
         start = time.perf_counter()
         origin = (
             "aot" if aot.find_image(inputs) is not None else cached_or_compiled(inputs, queue)[1]
         )
-        summary.append((variant.spec.name, origin, time.perf_counter() - start))
+        summary.append((spec.name, origin, time.perf_counter() - start))
     for name, origin, seconds in summary:
         print(f"{name:<40} {origin:<9} {seconds:>7.2f} s")
     counts = {
@@ -230,15 +283,49 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--repeats", type=int, default=3, help="timed runs per model (median)")
     bench.set_defaults(run=cmd_bench)
     cache = commands.add_parser("cache", help="the disk cache of compiled kernels")
-    cache.add_argument("action", choices=("ls", "clear", "path"))
     cache.set_defaults(run=cmd_cache)
+    cache_actions = cache.add_subparsers(dest="action", required=True)
+    cache_actions.add_parser("path", help="print the private cache folder")
+    cache_actions.add_parser("ls", help="list the entries of every cache and where each is")
+    cache_actions.add_parser("clear", help="delete the private cache's entries")
+    export = cache_actions.add_parser("export", help="write the private cache into a bundle")
+    export.add_argument("file", type=Path, metavar="FILE", help="the bundle (a .tar.gz)")
+    imports = cache_actions.add_parser(
+        "import", help="publish a bundle's verified entries into the private cache"
+    )
+    imports.add_argument("file", type=Path, metavar="FILE", help="a bundle from cache export")
     precompile = commands.add_parser(
-        "precompile", help="compile the variants of manifests (kernels/variants.toml format)"
+        "precompile",
+        help="compile the variants of manifests (kernels/variants.toml format), "
+        "or those a Hugging Face model calls once patched (--model)",
     )
     precompile.add_argument("manifest", nargs="*", help="TOML manifests (default: the package's)")
     precompile.add_argument("--select", nargs="+", default=["*"], help="variant name globs")
+    for_model = precompile.add_argument_group(
+        "for a model", "--model: the variants integrations.transformers.patch(model) calls"
+    )
+    for_model.add_argument(
+        "--model", nargs="+", type=Path, metavar="CONFIG.json", help="Hugging Face configs"
+    )
+    for_model.add_argument(
+        "--dtype",
+        nargs="+",
+        choices=list(BY_NAME),
+        help="model dtypes (default: each config's dtype, else bf16)",
+    )
+    for_model.add_argument(
+        "--device",
+        choices=TUNINGS,
+        default="cpu",
+        help="the device class the variants are tuned for (default cpu); "
+        "compiled for the CPU device either way",
+    )
     precompile.set_defaults(run=cmd_precompile)
     args = parser.parse_args(argv)
+    if args.command == "precompile" and args.model and args.manifest:
+        parser.error("precompile: give manifests or --model, not both")
+    if args.command == "precompile" and not args.model and (args.dtype or args.device != "cpu"):
+        parser.error("precompile: --dtype and --device apply to --model only")
     return args.run(args)
 
 

@@ -198,32 +198,76 @@ first = time.perf_counter() - start
 print(json.dumps({{"seconds": first, **vars(sycl_kernels.jit.stats())}}))
 """
 
+# The kernels of a Llama-7B layer (fp32, bundled): norm, fused add, rotary, MLP activation.
+_LLAMA_LAYER_FIRST_CALLS = """
+import json, time, torch, sycl_kernels
+from sycl_kernels import _runtime
+_runtime.cpu_queue()
+x, r, w = torch.randn(8, 4096), torch.randn(8, 4096), torch.randn(4096)
+q, k = torch.randn(8, 32, 128), torch.randn(8, 8, 128)
+cache, positions = torch.randn(64, 128), torch.arange(8)
+gate_up = torch.randn(8, 2 * 11008)
+start = time.perf_counter()
+sycl_kernels.rmsnorm(x, w)
+sycl_kernels.fused_add_rmsnorm(x, r, w)
+sycl_kernels.apply_rope(positions, q, k, cache, True)
+sycl_kernels.silu_and_mul(gate_up)
+first = time.perf_counter() - start
+print(json.dumps({"seconds": first, **vars(sycl_kernels.jit.stats())}))
+"""
+
 
 def compile_latency(runs: int) -> dict[str, float]:
-    """Milliseconds to a kernel's first result, by where it comes from (fresh processes)."""
+    """Milliseconds to the first result in a fresh process, by where the kernels come from:
+    compiled, or a cached or bundled SPIR-V image, or its cached native binary."""
 
-    def first_call(hidden: int, cache: str) -> dict:
+    def first_call(script: str, cache: str, native: bool = True) -> dict:
         result = subprocess.run(
-            [sys.executable, "-c", _FIRST_CALL.format(hidden=hidden)],
+            [sys.executable, "-c", script],
             capture_output=True,
             text=True,
             check=True,
-            env={**os.environ, "SYCL_KERNELS_CACHE_DIR": cache},
+            env={
+                **os.environ,
+                "SYCL_KERNELS_CACHE_DIR": cache,
+                "SYCL_KERNELS_NATIVE_CACHE": "1" if native else "0",
+            },
         )
         return json.loads(result.stdout)
 
-    cold, warm, aot = [], [], []
+    def expect(result: dict, **counts: int) -> float:
+        if any(result[key] != count for key, count in counts.items()):
+            raise RuntimeError(f"unexpected kernel sources: {result}, expected {counts}")
+        return result["seconds"]
+
+    times: dict[str, list[float]] = {}
+
+    def add(label: str, seconds: float) -> None:
+        times.setdefault(label, []).append(seconds)
+
     for run in range(runs):
         with tempfile.TemporaryDirectory() as cache:
-            hidden = 4000 + 2 * run  # not bundled, not cached
-            c = first_call(hidden, cache)
-            w = first_call(hidden, cache)
-            a = first_call(4096, cache)
-            if (c["compiles"], w["disk_hits"], a["aot_loads"]) != (1, 1, 1):
-                raise RuntimeError(f"unexpected kernel sources: {c}, {w}, {a}")
-            cold.append(c["seconds"])
-            warm.append(w["seconds"])
-            aot.append(a["seconds"])
+            hidden = _FIRST_CALL.format(hidden=4000 + 2 * run)  # not bundled, not cached
+            add("cold JIT compile (first call)", expect(first_call(hidden, cache), compiles=1))
+            spirv = first_call(hidden, cache, native=False)
+            add("disk cache, SPIR-V (first call)", expect(spirv, disk_hits=1, native_loads=0))
+            add(
+                "disk cache, native binary (first call)",
+                expect(first_call(hidden, cache), native_loads=1),
+            )
+            bundled = _FIRST_CALL.format(hidden=4096)
+            add("AOT image, SPIR-V (first call)", expect(first_call(bundled, cache), aot_loads=1))
+            add(
+                "AOT image, native binary (first call)",
+                expect(first_call(bundled, cache), native_loads=1),
+            )
+            layer = _LLAMA_LAYER_FIRST_CALLS
+            add(
+                "Llama layer, 4 kernels, SPIR-V",
+                expect(first_call(layer, cache, False), aot_loads=4),
+            )
+            first_call(layer, cache)  # keeps the native binaries the layer lacks
+            add("Llama layer, 4 kernels, native", expect(first_call(layer, cache), native_loads=4))
     queue = _runtime.cpu_queue()
     spec = rmsnorm_spec(BY_NAME["fp32"], 4096, "cpu")
     jit.get_kernel(spec, queue)
@@ -233,9 +277,7 @@ def compile_latency(runs: int) -> dict[str, float]:
         jit.get_kernel(spec, queue)
     hit = (time.perf_counter() - start) / n
     return {
-        "cold JIT compile (first call)": statistics.median(cold) * 1e3,
-        "disk cache (first call)": statistics.median(warm) * 1e3,
-        "AOT image (first call)": statistics.median(aot) * 1e3,
+        **{label: statistics.median(seconds) * 1e3 for label, seconds in times.items()},
         "in-memory hit (per lookup)": hit * 1e3,
     }
 
@@ -344,7 +386,7 @@ def run(
     print("\n## Host overhead: 1 x 64 fp32 rmsnorm, microseconds per call\n")
     print(_table(["path", "us/call"], [[k, f"{v:.1f}"] for k, v in overhead.items()]))
     latency = compile_latency(1 if quick else 3)
-    print("\n## Getting a kernel (rmsnorm fp32), milliseconds\n")
+    print("\n## Getting kernels (rmsnorm fp32; a Llama layer's four), milliseconds\n")
     print(_table(["source", "ms"], [[k, f"{v:.4g}"] for k, v in latency.items()]))
     if json_path is not None:
         document = {

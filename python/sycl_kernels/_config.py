@@ -32,7 +32,13 @@ class Config:
     verbose: bool
     """SYCL_KERNELS_VERBOSE: log each compile and its time."""
     cache_dir: Path
-    """SYCL_KERNELS_CACHE_DIR: the disk cache of compiled images."""
+    """SYCL_KERNELS_CACHE_DIR: the disk cache of compiled images (the private, written one)."""
+    shared_cache_dirs: tuple[Path, ...]
+    """SYCL_KERNELS_SHARED_CACHE_DIRS: read-only caches consulted after cache_dir, in order
+    (os.pathsep-separated)."""
+    native_cache: bool
+    """SYCL_KERNELS_NATIVE_CACHE: keep the device's native binary of each loaded kernel in
+    the cache and load it in later processes (jit/native.py)."""
     lock_timeout: float
     """SYCL_KERNELS_LOCK_TIMEOUT: seconds to wait for another process compiling the same
     kernel before compiling it too (publishing is atomic, so both results are whole)."""
@@ -61,6 +67,12 @@ class Config:
             jit=_flag("SYCL_KERNELS_JIT", True),
             verbose=_flag("SYCL_KERNELS_VERBOSE", False),
             cache_dir=Path(cache_dir),
+            shared_cache_dirs=tuple(
+                Path(folder)
+                for folder in os.environ.get("SYCL_KERNELS_SHARED_CACHE_DIRS", "").split(os.pathsep)
+                if folder.strip()
+            ),
+            native_cache=_flag("SYCL_KERNELS_NATIVE_CACHE", True),
             lock_timeout=lock_timeout_seconds,
         )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import threading
@@ -96,8 +98,10 @@ def test_eight_processes_compile_once(fresh_cache: Path, tmp_path: Path) -> None
     assert all(r["ok"] for r in results)
     assert sum(r["compiles"] for r in results) == 1
     assert sum(r["disk_hits"] for r in results) == 7
-    leftovers = [
-        p.name for p in fresh_cache.iterdir() if not p.name.endswith((ENTRY_SUFFIX, ".lock"))
+    leftovers = [  # native/ (jit/native.py) holds entries too
+        p.name
+        for p in fresh_cache.rglob("*")
+        if p.is_file() and not p.name.endswith((ENTRY_SUFFIX, ".lock"))
     ]
     assert leftovers == []
 
@@ -239,3 +243,113 @@ def test_bad_lock_timeouts_are_rejected(monkeypatch, value: str) -> None:
     with pytest.raises(ValueError, match=r"SYCL_KERNELS_LOCK_TIMEOUT=.* is not a number"):
         config()
     config.cache_clear()
+
+
+# Publishes one 4 MB entry into argv[2] once argv[3] exists, on a filesystem whose
+# locks fail as NFS without lockd fails them: every writer publishes at once.
+PUBLISH_WITHOUT_LOCKS = """
+import errno, sys, time, types
+from pathlib import Path
+from unittest import mock
+import filelock
+
+# The cache module alone: the package's __init__ imports torch, 3 s a process here.
+package = Path(sys.argv[1])
+for name, folder in (("sycl_kernels", package), ("sycl_kernels.jit", package / "jit")):
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__path__ = [str(folder)]
+from sycl_kernels.jit.cache import DiskCache
+
+no_locks = OSError(errno.ENOLCK, "No locks available")
+mock.patch.object(filelock.FileLock, "acquire", side_effect=no_locks).start()
+cache, go = DiskCache(Path(sys.argv[2])), Path(sys.argv[3])
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+with cache.lock("entry", "0123", timeout=600) as held:
+    cache.store("entry", "0123", bytes(range(256)) * 16384, held=held)
+"""
+
+
+def test_eight_processes_publishing_one_entry_at_once_leave_one_valid_entry(
+    tmp_path: Path,
+) -> None:
+    root, go = tmp_path / "cache", tmp_path / "go"
+    root.mkdir()
+    package = Path(cache_module.__file__).parents[1]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", PUBLISH_WITHOUT_LOCKS, str(package), str(root), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    for writer in writers:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    go.touch()
+    for writer in writers:
+        stderr = writer.communicate(timeout=120)[1]
+        assert writer.returncode == 0, stderr
+        assert "cannot lock cache entries" in stderr
+    assert [p.name for p in root.iterdir()] == ["entry.0123.img"]
+    assert cache_module.DiskCache(root).load("entry", "0123") == bytes(range(256)) * 16384
+
+
+def test_staging_files_are_host_private_and_only_dead_writers_are_removed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    cache = cache_module.DiskCache(tmp_path)
+    entry = cache.entry_path("entry", "0123").name
+    host = socket.gethostname()
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    staging = {
+        "dead": f".{entry}.{host}.{finished.pid}.abc.tmp",
+        "alive": f".{entry}.{host}.{os.getppid()}.abc.tmp",
+        "other host": f".{entry}.node7.example.org.12.abc.tmp",
+    }
+    for name in staging.values():
+        (tmp_path / name).write_bytes(b"half an entry")
+    published = []
+    real_replace = os.replace
+
+    def replace(src: str, dst: Path) -> None:
+        published.append(Path(src).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(cache_module.os, "replace", replace)
+
+    cache.store("entry", "0123", b"image", held=False)
+    assert re.fullmatch(
+        rf"\.{re.escape(entry)}\.{re.escape(host)}\.{os.getpid()}\.\w+\.tmp",
+        published[0],
+    )
+    left = sorted(p.name for p in tmp_path.glob(".*.tmp"))
+    # Without the lock, another host's writer may be running: only this host's dead one goes.
+    assert left == sorted([staging["alive"], staging["other host"]])
+    cache.store("entry", "0123", b"image", held=True)
+    assert [p.name for p in tmp_path.glob(".*.tmp")] == [staging["alive"]]
+    assert cache.load("entry", "0123") == b"image"
+
+
+def test_a_filesystem_without_locks_publishes_then_verifies(tmp_path: Path, monkeypatch) -> None:
+    import filelock
+
+    def no_locks(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", no_locks)
+    cache = cache_module.DiskCache(tmp_path)
+    with pytest.warns(RuntimeWarning, match="cannot lock cache entries") as warned:
+        for digest in ("01", "02"):
+            with cache.lock("entry", digest, timeout=600) as held:
+                assert not held
+                cache.store("entry", digest, b"image", held=held)
+    assert len(warned) == 1
+    assert cache.load("entry", "01") == cache.load("entry", "02") == b"image"
+    # A write the filesystem tore is caught by reading the entry back.
+    monkeypatch.setattr(cache_module, "encode", lambda image: b"SYKC torn")
+    with pytest.raises(OSError, match="failed its check after publishing"):
+        cache.store("entry", "03", b"image", held=False)

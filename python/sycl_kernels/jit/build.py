@@ -1,8 +1,9 @@
 """sycl_kernels.jit.build: compile inputs -> device image -> loaded kernel, through every cache.
 
-Lookup order: this process's loaded kernels, the wheel's AOT images, the disk
-cache, and last the device compiler (under the entry's cross-process lock, after
-checking the disk cache again).
+Lookup order: this process's loaded kernels, the wheel's AOT images, the private
+disk cache, the shared read-only caches, and last the device compiler (under the
+entry's cross-process lock, after checking the private cache again). An image is
+loaded from its cached native binary when there is one (jit/native.py).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 
 from .. import _runtime
 from .._config import config
-from . import aot
-from .cache import disk_cache
+from . import aot, native
+from .cache import disk_cache, shared_caches
 from .compiler import compile_out_of_process
 from .sources import CompileInputs, compile_inputs
 from .spec import KernelSpec
@@ -37,6 +38,11 @@ class Stats:
     """Kernels this process had to load."""
     aot_loads: int = 0
     disk_hits: int = 0
+    """Images read from a disk cache, private or shared."""
+    shared_hits: int = 0
+    """Of disk_hits, images read from a shared cache."""
+    native_loads: int = 0
+    """Kernels loaded from a cached native binary instead of their image (jit/native.py)."""
     compiles: int = 0
     compile_seconds: float = 0.0
 
@@ -86,20 +92,36 @@ def compile_image(inputs: CompileInputs, queue) -> bytes:
     return image
 
 
-def cached_or_compiled(inputs: CompileInputs, queue) -> tuple[bytes, str]:
-    """The image of `inputs` from the disk cache, else compiled and cached: (image, origin)."""
+def _from_shared_caches(name: str, digest: str) -> bytes | None:
+    for cache in shared_caches():
+        image = cache.load(name, digest)
+        if image is not None:
+            with _stats_lock:
+                _stats.shared_hits += 1
+            return image
+    return None
+
+
+def cached_or_compiled(inputs: CompileInputs, queue, *, shared: bool = True) -> tuple[bytes, str]:
+    """The image of `inputs` from a disk cache, else compiled and cached: (image, origin).
+
+    `shared=False` passes the shared caches by (their image did not load).
+    """
     cache = disk_cache()
-    if not cache.usable():
-        return compile_image(inputs, queue), "compiled"
+    writable = cache.usable()
     digest = inputs.digest()
-    image = cache.load(inputs.name, digest)
+    image = cache.load(inputs.name, digest) if writable else None
+    if image is None and shared:
+        image = _from_shared_caches(inputs.name, digest)
     if image is None:
-        with cache.lock(inputs.name, digest, config().lock_timeout):
+        if not writable:
+            return compile_image(inputs, queue), "compiled"
+        with cache.lock(inputs.name, digest, config().lock_timeout) as held:
             image = cache.load(inputs.name, digest)
             if image is None:
                 image = compile_image(inputs, queue)
                 try:
-                    cache.store(inputs.name, digest, image)
+                    cache.store(inputs.name, digest, image, held=held)
                 except OSError as e:
                     warnings.warn(
                         f"sycl_kernels: could not cache {inputs.name} ({e})",
@@ -119,17 +141,46 @@ def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int
     """
     host = _runtime.host_module()
 
-    def from_image(image: bytes) -> list[object]:
-        bundle = host.Bundle(queue, image, inputs.image_format)
+    def kernels_of(bundle) -> list[object]:
         return [
             host.Kernel(bundle, name, signature, group_size)
             for name, signature, group_size in kernels
         ]
 
+    def from_native(image: bytes) -> list[object] | None:
+        """The kernels from the cached native binary of `image`, if one loads."""
+        key = native.native_key(image, queue)
+        found = native.cached_native(inputs.name, key)
+        if found is None:
+            return None
+        binary, private = found
+        try:
+            loaded = kernels_of(host.Bundle.from_native(queue, binary))
+        except (RuntimeError, ValueError) as e:
+            native.forget_native(inputs.name, key, e, private)
+            return None
+        with _stats_lock:
+            _stats.native_loads += 1
+        return loaded
+
+    def from_spirv(image: bytes) -> list[object]:
+        bundle = host.Bundle(queue, image, inputs.image_format)
+        loaded = kernels_of(bundle)
+        if config().native_cache:
+            native.keep_native(inputs.name, native.native_key(image, queue), bundle)
+        return loaded
+
+    def from_image(image: bytes) -> list[object]:
+        loaded = from_native(image) if config().native_cache else None
+        return loaded if loaded is not None else from_spirv(image)
+
     image = aot.find_image(inputs)
     if image is not None:
+        loaded = from_native(image) if config().native_cache else None
+        if loaded is not None:
+            return loaded
         try:
-            loaded = from_image(image)
+            loaded = from_spirv(image)
         except (RuntimeError, ValueError) as e:
             warnings.warn(
                 f"sycl_kernels: AOT image of {inputs.name} did not load ({e}); compiling it",
@@ -140,19 +191,20 @@ def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int
             with _stats_lock:
                 _stats.aot_loads += 1
             return loaded
-    image, _ = cached_or_compiled(inputs, queue)
+    image, origin = cached_or_compiled(inputs, queue)
     try:
         return from_image(image)
     except (RuntimeError, ValueError) as e:
-        if not disk_cache().usable():
+        if origin == "compiled":
             raise
         warnings.warn(
             f"sycl_kernels: cached image of {inputs.name} did not load ({e}); recompiling",
             RuntimeWarning,
             stacklevel=2,
         )
+        # Removes it if it was the private cache's; a shared cache's stays (never written).
         disk_cache().entry_path(inputs.name, inputs.digest()).unlink(missing_ok=True)
-        return from_image(cached_or_compiled(inputs, queue)[0])
+        return from_image(cached_or_compiled(inputs, queue, shared=False)[0])
 
 
 def get_kernel(spec: KernelSpec, queue):

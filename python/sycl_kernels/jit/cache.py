@@ -1,12 +1,16 @@
-"""sycl_kernels.jit.cache: the disk cache of compiled images, one file per input hash.
+"""sycl_kernels.jit.cache: the disk caches of compiled images, one file per input hash.
 
-An entry is written to a temporary file in the same folder, fsynced and published
-with os.replace, so readers see a whole entry or none; publishing an entry removes
-the temporary files of writers of it that died. Each entry carries the
-SHA-256 of its image; an entry that fails the check is deleted and rebuilt. Locks
-are per entry (filelock, released by the OS if the holder dies); a lock held longer
-than SYCL_KERNELS_LOCK_TIMEOUT (a hung process) is passed by, with a warning. A
-cache folder that cannot be written degrades to compiling in memory, with one warning.
+The private cache (SYCL_KERNELS_CACHE_DIR) is written; shared caches
+(SYCL_KERNELS_SHARED_CACHE_DIRS) are only read. An entry is written to a staging
+file named for this host and process in the same folder, fsynced and published
+with os.replace, so readers see a whole entry or none, on NFS too; publishing an
+entry removes the staging files of writers of it that died. Each entry carries the
+SHA-256 of its image; a private entry that fails the check is deleted and rebuilt,
+a shared one skipped. Locks are per entry (filelock, released by the OS if the
+holder dies); a lock held longer than SYCL_KERNELS_LOCK_TIMEOUT (a hung process) is
+passed by, with a warning; a filesystem without locks degrades to checking each
+entry after publishing it, with one warning. A private cache folder that cannot be
+written degrades to compiling in memory, with one warning.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ import contextlib
 import glob
 import hashlib
 import os
+import socket
 import struct
 import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .._config import config
 
@@ -29,6 +35,8 @@ _VERSION = 1
 # magic, format version, image length, SHA-256 of the image
 _HEADER = struct.Struct("<4sIQ32s")
 ENTRY_SUFFIX = ".img"
+# In staging file names: writers on other hosts share a network folder.
+_HOST = socket.gethostname()
 
 
 class CorruptEntry(Exception):
@@ -61,13 +69,84 @@ def decode(data: bytes) -> bytes:
     return image
 
 
-class DiskCache:
+@contextlib.contextmanager
+def staged(path: Path, prefix: str) -> Iterator[BinaryIO]:
+    """A staging file beside `path` (named `prefix`...`.tmp`), fsynced and renamed onto
+    `path` when the block ends: readers see the whole file or none. Removed on error."""
+    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(staging, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+        raise
+
+
+def _process_is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+class ReadOnlyCache:
+    """A cache folder that is read, never written, locked or healed: a shared cache."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._usable: bool | None = None
 
     def entry_path(self, name: str, digest: str) -> Path:
         return self.root / f"{name}.{digest}{ENTRY_SUFFIX}"
+
+    def load(self, name: str, digest: str) -> bytes | None:
+        """The cached image, or None; a corrupt entry is reported (see _corrupt)."""
+        path = self.entry_path(name, digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            warnings.warn(f"sycl_kernels: cannot read {path} ({e})", RuntimeWarning, stacklevel=4)
+            return None
+        try:
+            return decode(data)
+        except CorruptEntry as e:
+            self._corrupt(path, name, e)
+            return None
+
+    def _corrupt(self, path: Path, name: str, error: CorruptEntry) -> None:
+        warnings.warn(
+            f"sycl_kernels: skipping corrupt shared cache entry {path} ({error}); "
+            f"looking further for {name}, else compiling it into the private cache",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+
+    def entries(self) -> list[Entry]:
+        """Every entry file, device images and any other entry stored under a digest alike."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for path in sorted(self.root.glob(f"*{ENTRY_SUFFIX}")):
+            name, _, digest = path.name.removesuffix(ENTRY_SUFFIX).rpartition(".")
+            found.append(Entry(name, digest, path, path.stat().st_size))
+        return found
+
+
+class DiskCache(ReadOnlyCache):
+    """The private cache: written, locked and healed."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._usable: bool | None = None
+        self._lockless = False
 
     def usable(self) -> bool:
         """Whether entries can be written here; warns once when not."""
@@ -88,62 +167,75 @@ class DiskCache:
                 self._usable = False
         return self._usable
 
-    def load(self, name: str, digest: str) -> bytes | None:
-        """The cached image, or None; a corrupt entry is deleted with a warning."""
-        path = self.entry_path(name, digest)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            warnings.warn(f"sycl_kernels: cannot read {path} ({e})", RuntimeWarning, stacklevel=4)
-            return None
-        try:
-            return decode(data)
-        except CorruptEntry as e:
-            warnings.warn(
-                f"sycl_kernels: deleting corrupt cache entry {path} ({e}); rebuilding {name}",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-            with contextlib.suppress(OSError):
-                path.unlink()
-            return None
+    def _corrupt(self, path: Path, name: str, error: CorruptEntry) -> None:
+        warnings.warn(
+            f"sycl_kernels: deleting corrupt cache entry {path} ({error}); rebuilding {name}",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+        with contextlib.suppress(OSError):
+            path.unlink()
 
-    def store(self, name: str, digest: str, image: bytes) -> None:
+    def store(self, name: str, digest: str, image: bytes, *, held: bool) -> None:
+        """Publishes an entry; `held`: whether the caller holds its lock (from lock()).
+
+        Without the lock the entry is read back and checked after publishing: other
+        writers of it write the same bytes, so whichever rename lands last is right,
+        and a check that fails means the filesystem lost or tore the write.
+        """
         path = self.entry_path(name, digest)
-        fd, temp = tempfile.mkstemp(dir=self.root, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(encode(image))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        # Called under the entry's lock: any other temporary file of this entry was
-        # left by a writer that died before publishing.
-        for leftover in self.root.glob(f".{glob.escape(path.name)}.*.tmp"):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        with staged(path, f".{path.name}.{_HOST}.{os.getpid()}.") as f:
+            f.write(encode(image))
+        self._remove_dead_staging(path, held)
+        if not held:
+            try:
+                problem = "" if decode(path.read_bytes()) == image else "it holds another image"
+            except CorruptEntry as e:
+                problem = str(e)
+            if problem:
+                raise OSError(f"{path} failed its check after publishing ({problem})")
+
+    def _remove_dead_staging(self, path: Path, held: bool) -> None:
+        """Removes staging files of this entry whose writers died.
+
+        A writer on this host is dead when its pid is; one on another host (or a
+        name not of this form) can be judged only under the entry's lock, when no
+        writer of the entry is running.
+        """
+        prefix = f".{path.name}."
+        for staging in self.root.glob(f"{glob.escape(prefix)}*.tmp"):
+            writer = staging.name[len(prefix) : -len(".tmp")].rpartition(".")[0]
+            host, _, pid = writer.rpartition(".")
+            if host == _HOST and pid.isdecimal():
+                dead = int(pid) != os.getpid() and not _process_is_alive(int(pid))
+            else:
+                dead = held
+            if dead:
+                with contextlib.suppress(OSError):
+                    staging.unlink()
 
     @contextlib.contextmanager
-    def lock(self, name: str, digest: str, timeout: float) -> Iterator[None]:
-        """Holds this entry's cross-process lock (other entries stay free).
+    def lock(self, name: str, digest: str, timeout: float) -> Iterator[bool]:
+        """Holds this entry's cross-process lock (other entries stay free); yields
+        whether it is held.
 
         After `timeout` seconds of waiting it goes on without the lock: the holder is
         alive (a dead one's lock is released by the OS) but stuck, and a duplicate
-        compile costs less than waiting forever.
+        compile costs less than waiting forever. On a filesystem that refuses locks
+        (NFS without lockd) it goes on without them, warning once.
         """
+        if self._lockless:
+            yield False
+            return
         # Imported here: only a compile takes a lock, and filelock costs ~45 ms
         # of `import sycl_kernels` otherwise.
         import filelock
 
         lock = filelock.FileLock(self.root / f"{name}.{digest}.lock")
+        held = False
         try:
             lock.acquire(timeout=timeout)
+            held = True
         except filelock.Timeout:
             warnings.warn(
                 f"sycl_kernels: {name} has been locked by another process for {timeout:g} s "
@@ -151,24 +243,23 @@ class DiskCache:
                 RuntimeWarning,
                 stacklevel=4,
             )
-            yield
-            return
+        # NotImplementedError: older filelock releases on a filesystem without flock.
+        except (OSError, NotImplementedError) as e:
+            self._lockless = True
+            warnings.warn(
+                f"sycl_kernels: cannot lock cache entries in {self.root} ({e}); "
+                "publishing them without locks and checking each after publishing",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         try:
-            yield
+            yield held
         finally:
-            lock.release()
-
-    def entries(self) -> list[Entry]:
-        if not self.root.is_dir():
-            return []
-        found = []
-        for path in sorted(self.root.glob(f"*{ENTRY_SUFFIX}")):
-            name, _, digest = path.name.removesuffix(ENTRY_SUFFIX).rpartition(".")
-            found.append(Entry(name, digest, path, path.stat().st_size))
-        return found
+            if held:
+                lock.release()
 
     def clear(self) -> int:
-        """Deletes every entry and leftover temporary file; returns the entry count.
+        """Deletes every entry and leftover staging file; returns the entry count.
 
         Lock files stay: deleting one another process holds would void its lock.
         """
@@ -191,3 +282,15 @@ def disk_cache() -> DiskCache:
     if cache is None:
         cache = _caches[root] = DiskCache(root)
     return cache
+
+
+_shared: dict[tuple[Path, ...], tuple[ReadOnlyCache, ...]] = {}
+
+
+def shared_caches() -> tuple[ReadOnlyCache, ...]:
+    """The caches at SYCL_KERNELS_SHARED_CACHE_DIRS, in the order they are consulted."""
+    roots = config().shared_cache_dirs
+    caches = _shared.get(roots)
+    if caches is None:
+        caches = _shared[roots] = tuple(ReadOnlyCache(root) for root in roots)
+    return caches

@@ -1,0 +1,142 @@
+"""cache export / import: a bundle carries every entry, and import publishes only
+what verifies against the manifest's SHA-256 and the entry's own header."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from sycl_kernels.__main__ import main
+from sycl_kernels._config import config
+from sycl_kernels.jit.bundle import MANIFEST
+
+from tests.jit.test_cache import STATS_AFTER_RMSNORM, _forget_loaded, _rmsnorm_checked, _run
+
+HIDDEN = (4001, 4002)  # outside kernels/variants.toml
+
+
+def _entry_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*.img")}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, bytes]]:
+    """A bundle of a cache of two compiled kernels, and that cache's entry files."""
+    root = tmp_path_factory.mktemp("exported")
+    bundle = root / "kernels.tar.gz"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SYCL_KERNELS_CACHE_DIR", str(root / "cache"))
+        config.cache_clear()
+        for hidden in HIDDEN:
+            _forget_loaded()
+            _rmsnorm_checked(hidden)
+        assert main(["cache", "export", str(bundle)]) == 0
+    config.cache_clear()
+    return bundle, _entry_files(root / "cache")
+
+
+def _import(bundle: Path, capsys: pytest.CaptureFixture) -> tuple[int, str, dict[str, str]]:
+    """(exit status, stdout, {skipped file: why})."""
+    capsys.readouterr()
+    status = main(["cache", "import", str(bundle)])
+    out, err = capsys.readouterr()
+    skipped = dict(line.removeprefix("skipped ").split(": ", 1) for line in err.splitlines())
+    return status, out, skipped
+
+
+def test_export_import_then_run_with_the_jit_off(
+    exported: tuple[Path, dict[str, bytes]], fresh_cache: Path, capsys: pytest.CaptureFixture
+) -> None:
+    bundle, entries = exported
+    status, out, skipped = _import(bundle, capsys)
+    assert (status, skipped) == (0, {})
+    assert f"imported {len(entries)} entries" in out
+    assert _entry_files(fresh_cache) == entries
+    result = _run(STATS_AFTER_RMSNORM.format(hidden=HIDDEN[0]), {"SYCL_KERNELS_JIT": "0"})
+    assert result["ok"] and result["compiles"] == 0
+    status, out, _ = _import(bundle, capsys)
+    assert status == 0 and f"imported 0 entries into {fresh_cache} ({len(entries)} already" in out
+
+
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) * 2 // 3]
+
+
+def _altered(data: bytes) -> bytes:
+    """The bundle repacked with one byte of its last entry flipped, its manifest unchanged."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data)) as old, tarfile.open(fileobj=out, mode="w") as new:
+        members = old.getmembers()
+        for member in members:
+            payload = bytearray(old.extractfile(member).read())
+            if member is members[-1]:
+                payload[len(payload) // 2] ^= 0x01
+            new.addfile(member, io.BytesIO(payload))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("damage", [_truncated, _altered], ids=["truncated", "altered"])
+def test_a_damaged_bundle_imports_only_what_verifies(
+    exported: tuple[Path, dict[str, bytes]],
+    fresh_cache: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    damage,
+) -> None:
+    bundle, entries = exported
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(damage(bundle.read_bytes()))
+    status, _, skipped = _import(damaged, capsys)
+    imported = _entry_files(fresh_cache)
+    assert status == 1 and skipped
+    assert all(entries[file] == data for file, data in imported.items())
+    assert set(imported) | set(skipped) == set(entries)
+    assert not set(imported) & set(skipped)
+    if damage is _altered:
+        (file,) = skipped
+        assert skipped[file] == "SHA-256 differs from the manifest's"
+    assert [p for p in fresh_cache.rglob("*") if p.suffix == ".tmp"] == []
+
+
+def test_a_bundle_without_a_manifest_imports_nothing(
+    fresh_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    bundle = tmp_path / "odd.tar"
+    with tarfile.open(bundle, "w") as tar:
+        info = tarfile.TarInfo("rmsnorm_x.00.img")
+        tar.addfile(info, io.BytesIO(b""))
+    status, _, skipped = _import(bundle, capsys)
+    assert status == 1 and list(skipped) == ["rmsnorm_x.00.img"]
+    assert f"no usable {MANIFEST}" in skipped["rmsnorm_x.00.img"]
+    assert _entry_files(fresh_cache) == {}
+
+
+@pytest.mark.parametrize("folder", ["elsewhere/", "../", "native/deeper/"])
+def test_a_bundle_cannot_place_entries_outside_the_cache_folders(
+    exported: tuple[Path, dict[str, bytes]],
+    fresh_cache: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    folder: str,
+) -> None:
+    # The bundle's own entries, re-filed under `folder` in its manifest and its members.
+    bundle, entries = exported
+    moved = tmp_path / "moved.tar"
+    with tarfile.open(bundle) as old, tarfile.open(moved, "w") as new:
+        for member in old.getmembers():
+            payload = old.extractfile(member).read()
+            if member.name == MANIFEST:
+                manifest = json.loads(payload)
+                for record in manifest["entries"]:
+                    record["file"] = folder + record["file"]
+                payload = json.dumps(manifest).encode()
+            info = tarfile.TarInfo(member.name if member.name == MANIFEST else folder + member.name)
+            info.size = len(payload)
+            new.addfile(info, io.BytesIO(payload))
+    status, _, skipped = _import(moved, capsys)
+    assert status == 1 and len(skipped) == len(entries)
+    assert [p for p in tmp_path.rglob("*.img")] == []
+    assert _entry_files(fresh_cache) == {}
