@@ -196,7 +196,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         return 0
     if args.action == "export":
         try:
-            report = export_bundle(cache, args.file)
+            report = export_bundle(cache, args.file, native=not args.without_native)
         except OSError as e:
             print(f"cache export: cannot write {args.file} ({e})", file=sys.stderr)
             return 1
@@ -290,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     cache_actions.add_parser("clear", help="delete the private cache's entries")
     export = cache_actions.add_parser("export", help="write the private cache into a bundle")
     export.add_argument("file", type=Path, metavar="FILE", help="the bundle (a .tar.gz)")
+    export.add_argument(
+        "--without-native",
+        action="store_true",
+        help="device images only, not the native binaries (which serve one device and driver)",
+    )
     imports = cache_actions.add_parser(
         "import", help="publish a bundle's verified entries into the private cache"
     )

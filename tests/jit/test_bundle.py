@@ -140,3 +140,19 @@ def test_a_bundle_cannot_place_entries_outside_the_cache_folders(
     assert status == 1 and len(skipped) == len(entries)
     assert [p for p in tmp_path.rglob("*.img")] == []
     assert _entry_files(fresh_cache) == {}
+
+
+def test_export_without_native_binaries(
+    exported: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    bundle, entries = exported
+    assert any(file.startswith("native/") for file in entries)
+    images_only = tmp_path / "images.tar.gz"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SYCL_KERNELS_CACHE_DIR", str(bundle.parent / "cache"))
+        config.cache_clear()
+        assert main(["cache", "export", "--without-native", str(images_only)]) == 0
+    config.cache_clear()
+    with tarfile.open(images_only) as tar:
+        files = {member.name for member in tar.getmembers()} - {MANIFEST}
+    assert files == {file for file in entries if not file.startswith("native/")}

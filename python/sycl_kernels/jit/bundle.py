@@ -46,11 +46,12 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def export_bundle(cache: DiskCache, path: Path) -> Report:
-    """Writes every entry of `cache` that passes its check into a bundle at `path`."""
+def export_bundle(cache: DiskCache, path: Path, native: bool = True) -> Report:
+    """Writes every entry of `cache` that passes its check into a bundle at `path`;
+    `native=False` leaves the native binaries out (they serve one device and driver)."""
     report = Report()
     records, files = [], []
-    folders = [cache.root.joinpath(*folder) for folder in FOLDERS]
+    folders = [cache.root.joinpath(*folder) for folder in FOLDERS[: None if native else 1]]
     for entry in (e for folder in folders for e in ReadOnlyCache(folder).entries()):
         file = entry.path.relative_to(cache.root).as_posix()
         try:
