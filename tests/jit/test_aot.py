@@ -82,7 +82,9 @@ def test_hash_follows_included_headers_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.wheel
-def test_installed_wheel_serves_aot_without_compiling_and_jit_otherwise() -> None:
+def test_installed_wheel_serves_aot_without_compiling_and_jit_otherwise(fresh_cache: Path) -> None:
+    # A fresh cache: with an earlier test's native binary of the kernel in the cache,
+    # it would load that instead of the AOT image (jit/native.py).
     script = (
         "import json, torch, sycl_kernels\n"
         "from sycl_kernels.jit import stats\n"
