@@ -79,6 +79,8 @@ def test_info_command_lists_the_cpu_device_and_the_lines() -> None:
     for built in _runtime.built_lines():
         assert f"libsycl.so.{built} (built against intel-sycl-rt " in result.stdout
     assert "cpu   opencl" in result.stdout
+    native = next(row for row in result.stdout.splitlines() if row.startswith("native binaries:"))
+    assert "opencl" in native.split(":", 1)[1].split(", ")[0]
 
 
 def test_the_installed_line_is_one_the_build_has() -> None:

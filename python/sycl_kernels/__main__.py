@@ -69,6 +69,7 @@ def cmd_info(_: argparse.Namespace) -> int:
     print(f"kernels:          {KERNELS_DIR}")
     print(f"build config:     {BUILD_CONFIG_FILE}")
     print(f"host module:      {_runtime.host_module().__file__}")
+    print(f"native binaries:  {', '.join(_runtime.host_module().native_backends())}")
     print(f"compile tool:     {compiler.tool()}")
     cpu_problem = _runtime.cpu_device_problem()
     if cpu_problem:

@@ -37,8 +37,7 @@ class Bundle : public LiveCount<Bundle> {
 
   // From native_binary() of a bundle built earlier for the same device and driver.
   static Bundle from_native(const Queue& queue, const std::string& binary) {
-    return Bundle(std::make_shared<NativeProgram>(queue.get().get_context(),
-                                                  queue.get().get_device(), binary));
+    return Bundle(load_native(queue.get().get_context(), queue.get().get_device(), binary));
   }
 
   sycl::kernel get(const std::string& name) const {

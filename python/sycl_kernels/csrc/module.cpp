@@ -137,6 +137,8 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(false);
 
   m.def("runtime_version", &runtime_version);
+  m.def("native_backends", &native_backends,
+        "The backends whose native binaries this build keeps and loads.");
   m.def("live_objects", [] {
     nb::dict counts;
     counts["Queue"] = LiveCount<Queue>::live();
@@ -181,7 +183,7 @@ NB_MODULE(_C, m) {
             return new Bundle(Bundle::from_native(queue, bytes));
           },
           "queue"_a, "binary"_a, nb::rv_policy::take_ownership,
-          "Loads the native binary another bundle gave for this device (OpenCL only).")
+          "Loads the native binary another bundle gave for this device and driver.")
       .def(
           "native_binary",
           [](const Bundle& bundle) {

@@ -7,8 +7,8 @@ disk cache (the same entry format, jit/cache.py), keyed by the image's SHA-256, 
 device, its driver and the SYCL runtime; the next process loads that instead (a
 few ms). The `native/` folders of the shared caches are read too. A binary that is
 missing, foreign or fails to load falls back to the SPIR-V, and a bad private entry
-is deleted and written again. Only the OpenCL backend gives native binaries here
-(csrc/native_binary.hpp says why not Level Zero yet).
+is deleted and written again. OpenCL gives native binaries in every build, Level
+Zero where the build found its header (`native_backends()`; docs/jit.md).
 """
 
 from __future__ import annotations
