@@ -12,7 +12,9 @@
 // negative slot stores nothing, e.g. padding). num_k_heads may be 0 (no k).
 //
 // Work-groups [0, batch * seq * (num_q_heads + num_k_heads)) take one head each,
-// so every loop has a compile-time trip count and unrolls.
+// so every loop has a compile-time trip count and unrolls. The pieces below
+// (locate_head, rotate_head, store_rest, store_v) are shared with
+// qknorm_rope.hpp, which rotates normalized values instead of the stored ones.
 #pragma once
 
 #include "../common/dtype.hpp"
@@ -27,6 +29,90 @@ struct HeadStrides {
   int64_t offset(int64_t b, int64_t s, int64_t h) const { return b * batch + s * seq + h * head; }
 };
 
+// The head this work-group rotates, its cos/sin row and, with the KV store, its cache row.
+template <typename T, typename C>
+struct RopeHead {
+  T* x;
+  const C* cos;        // kRotaryDim / 2 cosines, then as many sines
+  bool is_q;
+  int64_t b, s;        // batch and seq index of the token
+  int64_t k_head;      // the head's index among k's heads (k heads only)
+  int64_t slot;        // the KV-cache slot, or -1: nothing stored
+  T* cached;           // the k_cache row of this head, or nullptr
+};
+
+template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bool kStoreKv>
+inline RopeHead<T, C> locate_head(const ::sycl::nd_item<1>& item, const Pos* positions,
+                                  int64_t positions_batch_stride, int64_t positions_seq_stride,
+                                  int64_t seq_len, T* q, HeadStrides q_at, int64_t num_q_heads,
+                                  T* k, HeadStrides k_at, int64_t num_k_heads,
+                                  const C* cos_sin_cache, T* k_cache, const int64_t* out_loc) {
+  static_assert(kRotaryDim % 2 == 0 && kRotaryDim <= kHeadDim, "rotary_dim: even, <= head_dim");
+  RopeHead<T, C> h;
+  const int64_t heads = num_q_heads + num_k_heads;
+  const int64_t token = static_cast<int64_t>(item.get_group(0)) / heads;
+  const int64_t head = static_cast<int64_t>(item.get_group(0)) % heads;
+  h.b = token / seq_len;
+  h.s = token % seq_len;
+  h.is_q = head < num_q_heads;
+  h.k_head = head - num_q_heads;
+  h.x = h.is_q ? q + q_at.offset(h.b, h.s, head) : k + k_at.offset(h.b, h.s, h.k_head);
+  const int64_t position = static_cast<int64_t>(
+      positions[h.b * positions_batch_stride + h.s * positions_seq_stride]);
+  h.cos = cos_sin_cache + position * kRotaryDim;
+  h.slot = kStoreKv && !h.is_q ? out_loc[token] : -1;
+  h.cached = kStoreKv && h.slot >= 0 ? k_cache + (h.slot * num_k_heads + h.k_head) * kHeadDim
+                                     : nullptr;
+  return h;
+}
+
+// Rotates the first kRotaryDim elements of h.x: value(i) is element i, in float, before
+// the rotation. Each result is rounded once, stored in x and (kStoreKv) in h.cached.
+// A work-item reads only the two elements it writes, so value may read x itself.
+template <typename T, typename C, int kRotaryDim, bool kNeox, int kThreads, bool kStoreKv,
+          typename Value>
+inline void rotate_head(int tid, const RopeHead<T, C>& h, Value&& value) {
+  constexpr int kHalf = kRotaryDim / 2;
+  const C* sin = h.cos + kHalf;
+  for_each_strided<kHalf, kThreads>(tid, [&](int i) {
+    const int first = kNeox ? i : 2 * i;
+    const int second = kNeox ? i + kHalf : 2 * i + 1;
+    const float a = value(first);
+    const float b = value(second);
+    const float c = to_float(h.cos[i]);
+    const float si = to_float(sin[i]);
+    const T rotated_first = from_float<T>(a * c - b * si);
+    const T rotated_second = from_float<T>(b * c + a * si);
+    h.x[first] = rotated_first;
+    h.x[second] = rotated_second;
+    if (kStoreKv && h.cached != nullptr) {
+      h.cached[first] = rotated_first;
+      h.cached[second] = rotated_second;
+    }
+  });
+}
+
+// The elements past kRotaryDim: element(i) (a T) goes to x when kWriteX, and to h.cached
+// when there is one.
+template <typename T, typename C, int kHeadDim, int kRotaryDim, int kThreads, bool kWriteX,
+          typename Element>
+inline void store_rest(int tid, const RopeHead<T, C>& h, Element&& element) {
+  for_each_strided<kHeadDim - kRotaryDim, kThreads>(tid, [&](int i) {
+    const T e = element(kRotaryDim + i);
+    if constexpr (kWriteX) h.x[kRotaryDim + i] = e;
+    if (h.cached != nullptr) h.cached[kRotaryDim + i] = e;
+  });
+}
+
+// Copies this k head's v head into v_cache at h.slot (callers check h.cached first).
+template <typename T, typename C, int kHeadDim, int kThreads>
+inline void store_v(int tid, const RopeHead<T, C>& h, const T* v, HeadStrides v_at,
+                    T* v_cache, int64_t num_k_heads) {
+  const T* v_head = v + v_at.offset(h.b, h.s, h.k_head);
+  T* v_cached = v_cache + (h.slot * num_k_heads + h.k_head) * kHeadDim;
+  for_each_strided<kHeadDim, kThreads>(tid, [&](int i) { v_cached[i] = v_head[i]; });
+}
+
 template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bool kNeox,
           int kThreads, bool kStoreKv>
 inline void rope_head(const Pos* positions, int64_t positions_batch_stride,
@@ -34,48 +120,19 @@ inline void rope_head(const Pos* positions, int64_t positions_batch_stride,
                       int64_t num_q_heads, T* k, HeadStrides k_at, int64_t num_k_heads,
                       const C* cos_sin_cache, const T* v, HeadStrides v_at, T* k_cache,
                       T* v_cache, const int64_t* out_loc) {
-  static_assert(kRotaryDim % 2 == 0 && kRotaryDim <= kHeadDim, "rotary_dim: even, <= head_dim");
-  constexpr int kHalf = kRotaryDim / 2;
   const auto item = this_nd_item();
   const int tid = static_cast<int>(item.get_local_id(0));
-  const int64_t heads = num_q_heads + num_k_heads;
-  const int64_t token = static_cast<int64_t>(item.get_group(0)) / heads;
-  const int64_t head = static_cast<int64_t>(item.get_group(0)) % heads;
-  const int64_t b = token / seq_len;
-  const int64_t s = token % seq_len;
-  const bool is_q = head < num_q_heads;
-  const int64_t k_head = head - num_q_heads;
-  T* x = is_q ? q + q_at.offset(b, s, head) : k + k_at.offset(b, s, k_head);
-  const int64_t position =
-      static_cast<int64_t>(positions[b * positions_batch_stride + s * positions_seq_stride]);
-  const C* cos = cos_sin_cache + position * kRotaryDim;
-  const C* sin = cos + kHalf;
-  const int64_t slot = kStoreKv && !is_q ? out_loc[token] : -1;
-  T* cached = kStoreKv && slot >= 0 ? k_cache + (slot * num_k_heads + k_head) * kHeadDim : nullptr;
-
-  for_each_strided<kHalf, kThreads>(tid, [&](int i) {
-    const int first = kNeox ? i : 2 * i;
-    const int second = kNeox ? i + kHalf : 2 * i + 1;
-    const float a = to_float(x[first]);
-    const float b = to_float(x[second]);
-    const float c = to_float(cos[i]);
-    const float si = to_float(sin[i]);
-    const T rotated_first = from_float<T>(a * c - b * si);
-    const T rotated_second = from_float<T>(b * c + a * si);
-    x[first] = rotated_first;
-    x[second] = rotated_second;
-    if (kStoreKv && cached != nullptr) {
-      cached[first] = rotated_first;
-      cached[second] = rotated_second;
-    }
-  });
+  const RopeHead<T, C> h = locate_head<T, C, Pos, kHeadDim, kRotaryDim, kStoreKv>(
+      item, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
+      num_q_heads, k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
+  rotate_head<T, C, kRotaryDim, kNeox, kThreads, kStoreKv>(
+      tid, h, [&](int i) { return to_float(h.x[i]); });
   if constexpr (kStoreKv) {
-    if (cached != nullptr) {
-      for_each_strided<kHeadDim - kRotaryDim, kThreads>(
-          tid, [&](int i) { cached[kRotaryDim + i] = x[kRotaryDim + i]; });
-      const T* v_head = v + v_at.offset(b, s, k_head);
-      T* v_cached = v_cache + (slot * num_k_heads + k_head) * kHeadDim;
-      for_each_strided<kHeadDim, kThreads>(tid, [&](int i) { v_cached[i] = v_head[i]; });
+    if (h.cached != nullptr) {
+      // The rest of k is stored as it is, bit for bit.
+      store_rest<T, C, kHeadDim, kRotaryDim, kThreads, false>(tid, h,
+                                                              [&](int i) { return h.x[i]; });
+      store_v<T, C, kHeadDim, kThreads>(tid, h, v, v_at, v_cache, num_k_heads);
     }
   }
 }

@@ -30,8 +30,10 @@ from .jit.norm import rmsnorm_spec
 
 NORM_OPS = ("rmsnorm", "gemma_rmsnorm", "fused_add_rmsnorm")
 HEAD_OPS = ("qknorm", "apply_rope")
+# Timed against the unfused ops they replace (their "torch" column), not torch.
+FUSED_OPS = ("qknorm_rope",)
 ACTIVATION_OPS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
-ALL_OPS = (*NORM_OPS, *HEAD_OPS, *ACTIVATION_OPS, "timestep_embedding")
+ALL_OPS = (*NORM_OPS, *HEAD_OPS, *FUSED_OPS, *ACTIVATION_OPS, "timestep_embedding")
 DTYPE_NAMES = {d.torch_dtype: d.short_name for d in DTYPES}
 
 # Enough calls for a stable median, few enough for slow torch shapes.
@@ -96,7 +98,7 @@ def throughput_plan(
                             f"{t}x{h}",
                             lambda d, op=op, dtype=dtype, t=t, h=h: norm_case(op, dtype, d, t, h),
                         )
-                elif op in HEAD_OPS:
+                elif op in HEAD_OPS or op in FUSED_OPS:
                     for q, kv in heads:
                         yield (
                             op,
@@ -382,6 +384,11 @@ def run(
     print(file=sys.stderr)
     print("## Throughput (median per call; bytes: each tensor read or written once)\n")
     print(throughput_table(results, copy_gbps))
+    if any(r.op in FUSED_OPS for r in results):
+        print(
+            "\nqknorm_rope's torch column is sycl_kernels.qknorm then apply_rope (the "
+            "unfused ops); its max err, the difference of one rounding and two."
+        )
     overhead = host_overhead(200 if quick else 2000)
     print("\n## Host overhead: 1 x 64 fp32 rmsnorm, microseconds per call\n")
     print(_table(["path", "us/call"], [[k, f"{v:.1f}"] for k, v in overhead.items()]))

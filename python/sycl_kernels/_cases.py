@@ -77,7 +77,11 @@ def head_case(
     kv_heads: int,
     head_dim: int,
 ) -> Case:
-    """qknorm or apply_rope on q and k viewed from one fused qkv tensor."""
+    """qknorm, apply_rope or qknorm_rope on q and k viewed from one fused qkv tensor.
+
+    qknorm_rope is timed against qknorm then apply_rope (our unfused ops, not torch):
+    what the fusion saves.
+    """
     width = (q_heads + 2 * kv_heads) * head_dim
     qkv = _randn(tokens, width, dtype=dtype, device=device, seed=4)
     split = (q_heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
@@ -90,9 +94,9 @@ def head_case(
     q_ours, k_ours = views(ours_qkv)
     q_theirs, k_theirs = views(theirs_qkv)
     moved = 2 * _bytes(q_ours, k_ours)
+    wq = _randn(head_dim, dtype=dtype, device=device, seed=5)
+    wk = _randn(head_dim, dtype=dtype, device=device, seed=6)
     if op == "qknorm":
-        wq = _randn(head_dim, dtype=dtype, device=device, seed=5)
-        wk = _randn(head_dim, dtype=dtype, device=device, seed=6)
 
         def ours() -> torch.Tensor:
             ops.qknorm(q_ours, k_ours, wq, wk)
@@ -109,6 +113,19 @@ def head_case(
     positions = torch.randint(0, 8192, (tokens,), generator=g).to(device)
     cache = rope_cache(8192, head_dim, device)
     half = head_dim // 2
+    moved += _bytes(positions) + tokens * head_dim * 4
+    if op == "qknorm_rope":
+
+        def ours() -> torch.Tensor:
+            ops.qknorm_rope(positions, q_ours, k_ours, wq, wk, cache, True)
+            return ours_qkv
+
+        def theirs() -> torch.Tensor:
+            ops.qknorm(q_theirs, k_theirs, wq, wk)
+            ops.apply_rope(positions, q_theirs, k_theirs, cache, True)
+            return theirs_qkv
+
+        return Case(ours, theirs, moved + _bytes(wq, wk))
 
     def ours() -> torch.Tensor:
         ops.apply_rope(positions, q_ours, k_ours, cache, True)
@@ -123,7 +140,7 @@ def head_case(
             t.copy_(torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1))
         return theirs_qkv
 
-    return Case(ours, theirs, moved + _bytes(positions) + tokens * head_dim * 4)
+    return Case(ours, theirs, moved)
 
 
 _TORCH_ACTIVATIONS = {

@@ -269,3 +269,37 @@ def test_rotary_embedding_refuses_a_mismatched_head_size() -> None:
             rope_cache(MAX_POSITION, 64),
             True,
         )
+
+
+# Fused QK-norm and rotation: vLLM's csrc/fused_qknorm_rope_kernel.cu keeps the
+# normalized value in float through the rotation.
+
+
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_fused_qk_norm_rope_in_place(is_neox: bool) -> None:
+    tokens, heads = 7, (4, 2, 2)
+    qkv = torch.randn(tokens, sum(heads) * HEAD_SIZE).to(torch.bfloat16)
+    q, k, v = qkv.split([n * HEAD_SIZE for n in heads], -1)
+    q, k, v = (t.unflatten(-1, (-1, HEAD_SIZE)) for t in (q, k, v))
+    q_weight, k_weight = torch.randn(HEAD_SIZE).bfloat16(), torch.randn(HEAD_SIZE).bfloat16()
+    positions = torch.randint(0, MAX_POSITION, (tokens,))
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE)
+
+    def normed(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        x64 = x.double()
+        return x64 * torch.rsqrt(x64.square().mean(-1, keepdim=True) + EPS) * w.double()
+
+    want_q = _rope(positions, normed(q, q_weight), cache, is_neox)
+    want_k = _rope(positions, normed(k, k_weight), cache, is_neox)
+    v_before = v.clone()
+    result = vllm.fused_qk_norm_rope(
+        qkv, *heads, HEAD_SIZE, EPS, q_weight, k_weight, cache, is_neox, positions
+    )
+    assert result is None
+    assert_close(q, want_q)
+    assert_close(k, want_k)
+    assert torch.equal(v, v_before)
+    with pytest.raises(ValueError, match=r"qkv has shape \(7, 1024\); expected \[tokens, 1152\]"):
+        vllm.fused_qk_norm_rope(
+            qkv, 4, 2, 3, HEAD_SIZE, EPS, q_weight, k_weight, cache, is_neox, positions
+        )

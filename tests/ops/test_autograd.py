@@ -97,6 +97,12 @@ def _in_place_calls():
             "apply_rope",
             lambda t: sycl_kernels.apply_rope(torch.arange(3), heads(t), heads(other), cache, True),
         ),
+        (
+            "qknorm_rope",
+            lambda t: sycl_kernels.qknorm_rope(
+                torch.arange(3), heads(other), heads(t), ones, ones, cache, False, gemma=True
+            ),
+        ),
         ("rmsnorm", lambda t: sycl_kernels.rmsnorm(t, ones, out=torch.empty(3, 32))),
         ("silu_and_mul", lambda t: ops.silu_and_mul_out(t, True, torch.empty(3, 16))),
         ("timestep_embedding", lambda t: sycl_kernels.timestep_embedding(t[:, 0], 16)),

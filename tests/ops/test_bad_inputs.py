@@ -95,6 +95,15 @@ def _rope_args() -> dict[str, object]:
     }
 
 
+def _qknorm_rope_args() -> dict[str, object]:
+    return {
+        **{k: v for k, v in _rope_args().items() if k != "rotary_dim"},
+        "q_weight": torch.randn(64),
+        "k_weight": torch.randn(64),
+        "eps": 1e-6,
+    }
+
+
 def _act_args() -> dict[str, object]:
     return {"x": torch.randn(4, 64), "gate_first": True, "out": torch.zeros(4, 32)}
 
@@ -125,6 +134,18 @@ BOOL = [(None, TypeError), (1, TypeError)]
 KV_CACHE = f"{FLOAT} extra_dim missing_dim last_dim_plus_one last_stride_2 overlapping_rows"
 INDEX = f"{COMMON} float32 extra_dim zero_dim last_dim_plus_one last_stride_2 index_too_large"
 
+ROPE_TENSORS = {
+    # Any strides, and a 0-d tensor broadcasts: one position for every token.
+    "positions": f"{COMMON} float32 extra_dim last_dim_plus_one index_too_large index_negative",
+    "q": f"{HEADS} missing_dim",
+    "k": f"{HEADS} extra_dim missing_dim",
+    "cos_sin_cache": f"{COMMON} float16 float64 extra_dim missing_dim last_stride_2",
+    "v": f"{FLOAT} zero_dim extra_dim missing_dim last_dim_plus_one last_stride_2",
+    "k_cache": KV_CACHE,
+    "v_cache": KV_CACHE,
+    "out_loc": f"{INDEX} int32",
+}
+
 CASES = [
     *(
         OpCase(op, _norm_args, NORM_TENSORS, {"eps": NON_NEGATIVE})
@@ -148,21 +169,30 @@ CASES = [
     OpCase(
         "apply_rope",
         _rope_args,
-        {
-            # Any strides, and a 0-d tensor broadcasts: one position for every token.
-            "positions": f"{COMMON} float32 extra_dim last_dim_plus_one index_too_large "
-            "index_negative",
-            "q": f"{HEADS} missing_dim",
-            "k": f"{HEADS} extra_dim missing_dim",
-            "cos_sin_cache": f"{COMMON} float16 float64 extra_dim missing_dim last_stride_2",
-            "v": f"{FLOAT} zero_dim extra_dim missing_dim last_dim_plus_one last_stride_2",
-            "k_cache": KV_CACHE,
-            "v_cache": KV_CACHE,
-            "out_loc": f"{INDEX} int32",
-        },
+        ROPE_TENSORS,
         {
             "is_neox": BOOL,
             "rotary_dim": [(32, ValueError), (0, ValueError), (64.0, TypeError), ("64", TypeError)],
+            "head_size": [(32, ValueError), (0, ValueError), (64.0, TypeError)],
+            "layout": [("BSHD", ValueError), (3, TypeError)],
+        },
+    ),
+    OpCase(
+        "qknorm_rope",
+        _qknorm_rope_args,
+        {
+            "positions": ROPE_TENSORS["positions"],
+            "q": ROPE_TENSORS["q"],
+            "k": ROPE_TENSORS["k"],
+            "q_weight": NORM_TENSORS["weight"],
+            "k_weight": NORM_TENSORS["weight"],
+            **{name: ROPE_TENSORS[name] for name in ("cos_sin_cache", "v", "k_cache", "v_cache")},
+            "out_loc": ROPE_TENSORS["out_loc"],
+        },
+        {
+            "eps": NON_NEGATIVE,
+            "gemma": BOOL,
+            "is_neox": BOOL,
             "head_size": [(32, ValueError), (0, ValueError), (64.0, TypeError)],
             "layout": [("BSHD", ValueError), (3, TypeError)],
         },
@@ -370,6 +400,23 @@ def test_apply_rope_propagates_nan_and_inf(where: str, special: float) -> None:
     slots = args["out_loc"][stored]
     _assert_same_specials(args["k_cache"][slots], want_k[stored])
     _assert_same_specials(args["v_cache"][slots], want_v[stored].double())
+
+
+@pytest.mark.parametrize("special", SPECIALS, ids=str)
+@pytest.mark.parametrize("where", ["q", "k", "q_weight", "cos_sin_cache"])
+def test_qknorm_rope_propagates_nan_and_inf(where: str, special: float) -> None:
+    args = _qknorm_rope_args()
+    _inject(args[where], special)
+    cos_sin_cache, positions = args["cos_sin_cache"], args["positions"]
+    want_q, want_k = (
+        references.rope(positions, references.rmsnorm(args[x], args[w], 1e-6), cos_sin_cache, True)
+        for x, w in (("q", "q_weight"), ("k", "k_weight"))
+    )
+    sycl_kernels.qknorm_rope(**args)
+    _assert_same_specials(args["q"], want_q)
+    _assert_same_specials(args["k"], want_k)
+    slots = args["out_loc"][args["out_loc"] >= 0]
+    _assert_same_specials(args["k_cache"][slots], want_k[args["out_loc"] >= 0])
 
 
 @pytest.mark.parametrize("special", SPECIALS, ids=str)

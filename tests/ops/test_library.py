@@ -15,6 +15,7 @@ def _opcheck_cases():
     q, k = qkv[:, : 4 * 64].view(3, 4, 64), qkv[:, 4 * 64 : 5 * 64].view(3, 1, 64)
     positions, cache = torch.tensor([0, 5, 9]), references.rope_cache(16, 64)
     kv = (torch.randn(3, 1, 64), torch.zeros(4, 1, 64), torch.zeros(4, 1, 64))
+    hnd_qk = (torch.randn(4, 3, 64), torch.randn(1, 3, 64))  # [heads, tokens, head_dim]
     cases = [
         ("fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
         ("gemma_fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
@@ -24,6 +25,26 @@ def _opcheck_cases():
         (
             "apply_rope",
             (positions, q, k, cache, False, 64, 64, "NHD", *kv, torch.tensor([2, 0, 3])),
+        ),
+        ("qknorm_rope", (positions, q, k, torch.randn(64), torch.randn(64), cache, True)),
+        ("qknorm_rope", (positions, *hnd_qk, None, None, cache, False, 1e-5, True, None, "HND")),
+        (
+            "qknorm_rope",
+            (
+                positions,
+                q,
+                k,
+                w,
+                w,
+                cache,
+                True,
+                1e-6,
+                False,
+                64,
+                "NHD",
+                *kv,
+                torch.tensor([2, -1, 3]),
+            ),
         ),
         ("act_and_mul", (torch.randn(4, 64), torch.randn(4, 64), "gelu_tanh")),
         ("timestep_embedding", (torch.rand(5) * 1000, 64, True, 1.0, 1.0, 10000.0)),

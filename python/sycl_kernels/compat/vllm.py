@@ -31,10 +31,17 @@ read two ways, and the reading taken here:
   ``head_size`` is refused (vLLM would read heads of ``head_size`` at its head
   stride). ``inverse=True`` rotates by minus the angle; it gathers this call's
   cache rows with the sines negated (a ``[tokens, rotary_dim]`` temporary).
+- ``fused_qk_norm_rope``: ``qkv`` ``[tokens, (num_heads_q + num_heads_k +
+  num_heads_v) * head_dim]`` with any row stride (vLLM: contiguous); the q and k
+  heads are normalized and rotated in place (``qknorm_rope``: the normalized value
+  is rotated in float32 and rounded once, as vLLM's kernel does), the v heads
+  stay. rotary_dim is ``cos_sin_cache.shape[-1]``; head_dim may be any even size
+  (vLLM: 64, 128 or 256); the weights may also be float32 on fp16/bf16 ``qkv``, the
+  cache float32 or ``qkv``'s dtype (vLLM also takes other pairs, refused here).
+  ``forced_token_heads_per_warp`` picks a CUDA launch shape and is ignored.
 - Not provided, since the core ops do not compute them: ``gelu_new``,
-  ``gelu_fast``, ``gelu_quick``, ``fatrelu_and_mul``, ``swigluoai_and_mul``, the
-  quantizing norms, and ``fused_qk_norm_rope`` (norm and rotation in one rounding;
-  qknorm followed by apply_rope rounds twice).
+  ``gelu_fast``, ``gelu_quick``, ``fatrelu_and_mul``, ``swigluoai_and_mul`` and the
+  quantizing norms.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from ._heads import split_heads
 
 __all__ = [
     "fused_add_rms_norm",
+    "fused_qk_norm_rope",
     "gelu_and_mul",
     "gelu_tanh_and_mul",
     "mul_and_silu",
@@ -115,3 +123,33 @@ def rotary_embedding(
         cos_sin_cache[:, cos_sin_cache.shape[1] // 2 :].neg_()
         positions = torch.arange(positions.numel(), device=positions.device).view(positions.shape)
     ops.apply_rope(positions, q, k, cos_sin_cache, is_neox)
+
+
+def fused_qk_norm_rope(
+    qkv: torch.Tensor,
+    num_heads_q: int,
+    num_heads_k: int,
+    num_heads_v: int,
+    head_dim: int,
+    eps: float,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    position_ids: torch.Tensor,
+    forced_token_heads_per_warp: int = -1,
+) -> None:
+    """In place on qkv: RMSNorm of every q head (q_weight) and k head (k_weight), then
+    their rotation by the cache rows of position_ids; the v heads stay."""
+    op = "vllm.fused_qk_norm_rope"
+    sizes = tuple(n * head_dim for n in (num_heads_q, num_heads_k, num_heads_v))
+    if not isinstance(qkv, torch.Tensor) or qkv.dim() != 2 or qkv.shape[1] != sum(sizes):
+        shape = tuple(qkv.shape) if isinstance(qkv, torch.Tensor) else type(qkv).__name__
+        raise ValueError(
+            f"{op}(): qkv has shape {shape}; expected [tokens, {sum(sizes)}] "
+            "((num_heads_q + num_heads_k + num_heads_v) * head_dim)"
+        )
+    q, k, _ = qkv.split(sizes, dim=-1)
+    ops.qknorm_rope(
+        position_ids, q, k, q_weight, k_weight, cos_sin_cache, is_neox, eps, head_size=head_dim
+    )

@@ -16,7 +16,7 @@ WEIGHT_KINDS: dict[str, tuple[str | None, str]] = {
 }
 
 
-def _weight(dtype: DType, weight: str) -> tuple[str, str]:
+def norm_weight(dtype: DType, weight: str) -> tuple[str, str]:
     """The weight's C++ type and name suffix; a float32 weight on float32 rows is "dtype"."""
     try:
         cpp_type, suffix = WEIGHT_KINDS[weight]
@@ -39,7 +39,7 @@ def _row_norm_spec(
     extra_suffix: str = "",
 ) -> KernelSpec:
     threads = row_group_size(dtype, hidden, tuned_for)
-    weight_type, weight_suffix = _weight(dtype, weight)
+    weight_type, weight_suffix = norm_weight(dtype, weight)
     return KernelSpec(
         name=(
             f"{'gemma_' if gemma else ''}{name}_{dtype.short_name}_h{hidden}_{tuned_for}"
@@ -69,7 +69,7 @@ def rmsnorm_spec(
     params = (
         Param("x", f"const {t}*"),
         *leading_row_params("x"),
-        Param("weight", f"const {_weight(dtype, weight)[0]}*"),
+        Param("weight", f"const {norm_weight(dtype, weight)[0]}*"),
         Param("out", f"{t}*"),
         *leading_row_params("out"),
         Param("middle_size", "int64_t"),
@@ -94,7 +94,7 @@ def fused_add_rmsnorm_spec(
         *leading_row_params("x"),
         Param("residual", f"{t}*"),
         *leading_row_params("residual"),
-        Param("weight", f"const {_weight(dtype, weight)[0]}*"),
+        Param("weight", f"const {norm_weight(dtype, weight)[0]}*"),
         Param("middle_size", "int64_t"),
         Param("inner_size", "int64_t"),
         Param("eps", "float"),
@@ -119,7 +119,7 @@ def qknorm_spec(
     dtype: DType, head_dim: int, tuned_for: str, gemma: bool = False, weight: str = "dtype"
 ) -> KernelSpec:
     t = dtype.cpp_type
-    weight_type, weight_suffix = _weight(dtype, weight)
+    weight_type, weight_suffix = norm_weight(dtype, weight)
     threads = row_group_size(dtype, head_dim, tuned_for)
     rows = tuple(
         p

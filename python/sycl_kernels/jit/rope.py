@@ -1,10 +1,11 @@
-"""sycl_kernels.jit.rope: specs of the rotary embedding kernels (kernels/rope/rope.hpp)."""
+"""sycl_kernels.jit.rope: specs of the rotary embedding kernels (kernels/rope/), QK-norm's too."""
 
 from __future__ import annotations
 
 import functools
 
 from .._dtypes import DType
+from .norm import norm_weight
 from .spec import KernelSpec, Param
 
 # Work-items per head: one per rotated pair, at most this many: 64 pairs cover a
@@ -18,19 +19,14 @@ def _head_params(tensor: str) -> tuple[Param, ...]:
     return tuple(Param(f"{tensor}_{dim}_stride", "int64_t") for dim in ("batch", "seq", "head"))
 
 
-@functools.cache
-def rope_spec(
-    dtype: DType,
-    head_dim: int,
-    rotary_dim: int,
-    neox: bool,
-    positions: str,
-    store_kv: bool,
-    cache: DType | None = None,
-) -> KernelSpec:
-    """cache: the cos/sin cache's dtype; None or float32 is a float32 cache."""
+def _cache_type(cache: DType | None) -> str:
+    """The cos/sin cache's C++ type: None or float32 is a float32 cache."""
+    return "float" if cache is None or cache.size == 4 else cache.cpp_type
+
+
+def _rope_params(dtype: DType, positions: str, cache_type: str, store_kv: bool) -> list[Param]:
+    """The parameters of rope.hpp's rope / rope_store_kv, which qknorm_rope's begin with."""
     t = dtype.cpp_type
-    cache_type = "float" if cache is None or cache.size == 4 else cache.cpp_type
     params = [
         Param("positions", f"const {POSITION_TYPES[positions]}*"),
         Param("positions_batch_stride", "int64_t"),
@@ -52,18 +48,39 @@ def rope_spec(
             Param("v_cache", f"{t}*"),
             Param("out_loc", "const int64_t*"),
         ]
+    return params
+
+
+def _name_suffix(
+    dtype: DType, head_dim: int, rotary_dim: int, neox: bool, positions: str, cache: DType | None
+) -> str:
+    cache_suffix = "" if _cache_type(cache) == "float" else f"_c{cache.short_name}"
     style = "neox" if neox else "gptj"
-    cache_suffix = "" if cache_type == "float" else f"_c{cache.short_name}"
+    return f"_{dtype.short_name}_d{head_dim}_r{rotary_dim}_{style}_{positions}{cache_suffix}"
+
+
+@functools.cache
+def rope_spec(
+    dtype: DType,
+    head_dim: int,
+    rotary_dim: int,
+    neox: bool,
+    positions: str,
+    store_kv: bool,
+    cache: DType | None = None,
+) -> KernelSpec:
+    """cache: the cos/sin cache's dtype; None or float32 is a float32 cache."""
+    cache_type = _cache_type(cache)
     threads = min(_MAX_GROUP_SIZE, 1 << (rotary_dim // 2 - 1).bit_length())
     return KernelSpec(
         name=(
-            f"rope{'_kv' if store_kv else ''}_{dtype.short_name}_d{head_dim}_r{rotary_dim}"
-            f"_{style}_{positions}{cache_suffix}"
+            f"rope{'_kv' if store_kv else ''}"
+            f"{_name_suffix(dtype, head_dim, rotary_dim, neox, positions, cache)}"
         ),
         header="rope/rope.hpp",
         function="sycl_kernels::rope_store_kv" if store_kv else "sycl_kernels::rope",
         template_args=(
-            t,
+            dtype.cpp_type,
             cache_type,
             POSITION_TYPES[positions],
             str(head_dim),
@@ -71,6 +88,55 @@ def rope_spec(
             str(neox).lower(),
             str(threads),
         ),
-        params=tuple(params),
+        params=tuple(_rope_params(dtype, positions, cache_type, store_kv)),
+        group_size=threads,
+    )
+
+
+@functools.cache
+def qknorm_rope_spec(
+    dtype: DType,
+    head_dim: int,
+    rotary_dim: int,
+    neox: bool,
+    positions: str,
+    store_kv: bool,
+    cache: DType | None = None,
+    gemma: bool = False,
+    weight: str = "dtype",
+) -> KernelSpec:
+    """rope_spec's kernel after qknorm_spec's norm (kernels/rope/qknorm_rope.hpp); weight as
+    qknorm_spec's (jit.norm.WEIGHT_KINDS)."""
+    cache_type = _cache_type(cache)
+    weight_type, weight_suffix = norm_weight(dtype, weight)
+    # One work-item per rotated pair as rope's, sized by head_dim: every element is
+    # normalized, rotated or not.
+    threads = min(_MAX_GROUP_SIZE, 1 << (head_dim // 2 - 1).bit_length())
+    return KernelSpec(
+        name=(
+            f"{'gemma_' if gemma else ''}qknorm_rope{'_kv' if store_kv else ''}"
+            f"{_name_suffix(dtype, head_dim, rotary_dim, neox, positions, cache)}{weight_suffix}"
+        ),
+        header="rope/qknorm_rope.hpp",
+        function=(
+            "sycl_kernels::qknorm_rope_store_kv" if store_kv else "sycl_kernels::qknorm_rope"
+        ),
+        template_args=(
+            dtype.cpp_type,
+            weight_type,
+            cache_type,
+            POSITION_TYPES[positions],
+            str(head_dim),
+            str(rotary_dim),
+            str(neox).lower(),
+            str(gemma).lower(),
+            str(threads),
+        ),
+        params=(
+            *_rope_params(dtype, positions, cache_type, store_kv),
+            Param("q_weight", f"const {weight_type}*"),
+            Param("k_weight", f"const {weight_type}*"),
+            Param("eps", "float"),
+        ),
         group_size=threads,
     )

@@ -13,7 +13,7 @@ from .._dtypes import BY_NAME
 from .activation import ACTIVATIONS, act_and_mul_spec
 from .diffusion import timestep_embedding_spec
 from .norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
-from .rope import rope_spec
+from .rope import qknorm_rope_spec, rope_spec
 from .spec import KernelSpec
 
 if sys.version_info >= (3, 11):
@@ -47,6 +47,29 @@ def _rope_spec(
     )
 
 
+def _qknorm_rope_spec(
+    dtype: str,
+    head_dim: int,
+    style: str,
+    positions: str,
+    store_kv: bool,
+    cache: str = "fp32",
+    gemma: bool = False,
+    rotary_dim: int | None = None,
+) -> KernelSpec:
+    """As _rope_spec; gemma: the (1 + weight) norm; rotary_dim: head_dim unless given."""
+    return qknorm_rope_spec(
+        BY_NAME[dtype],
+        head_dim,
+        head_dim if rotary_dim is None else rotary_dim,
+        style == "neox",
+        positions,
+        store_kv,
+        BY_NAME[dtype if cache == "dtype" else cache],
+        gemma,
+    )
+
+
 # Op name in the manifest -> spec factory taking the manifest's keys as arguments.
 SPEC_FACTORIES: dict[str, Callable[..., KernelSpec]] = {
     "rmsnorm": lambda dtype, hidden, tuned_for: rmsnorm_spec(BY_NAME[dtype], hidden, tuned_for),
@@ -65,6 +88,7 @@ SPEC_FACTORIES: dict[str, Callable[..., KernelSpec]] = {
         BY_NAME[dtype], head_dim, tuned_for, gemma
     ),
     "rope": _rope_spec,
+    "qknorm_rope": _qknorm_rope_spec,
     **{f"{act}_and_mul": functools.partial(_act_and_mul_spec, act) for act in ACTIVATIONS},
     "timestep_embedding": lambda dim: timestep_embedding_spec(dim),
 }

@@ -3,7 +3,7 @@
 from .activation import act_and_mul, gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
 from .diffusion import timestep_embedding
 from .norm import fused_add_rmsnorm, gemma_fused_add_rmsnorm, gemma_rmsnorm, qknorm, rmsnorm
-from .rope import apply_rope
+from .rope import apply_rope, qknorm_rope
 
 __all__ = [
     "act_and_mul",
@@ -14,6 +14,7 @@ __all__ = [
     "gemma_fused_add_rmsnorm",
     "gemma_rmsnorm",
     "qknorm",
+    "qknorm_rope",
     "rmsnorm",
     "silu_and_mul",
     "timestep_embedding",

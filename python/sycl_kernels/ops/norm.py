@@ -28,9 +28,16 @@ from ._op import define_op
 
 
 def _check_weight(
-    op: str, name: str, weight: torch.Tensor | None, x: torch.Tensor, width: int, x_name: str
+    op: str,
+    name: str,
+    weight: torch.Tensor | None,
+    x: torch.Tensor,
+    width: int,
+    x_name: str,
+    why: str | None = None,
 ) -> str:
-    """Checks a norm weight; returns its kind (jit.norm.WEIGHT_KINDS)."""
+    """Checks a norm weight of `width` elements (`why`: where that width comes from, by
+    default x's last dimension); returns its kind (jit.norm.WEIGHT_KINDS)."""
     if weight is None:
         return "none"
     check_tensor(op, name, weight)
@@ -44,7 +51,7 @@ def _check_weight(
             f"{op}(): {name} is on {weight.device} but {x_name} is on {x.device}; "
             "expected the same device"
         )
-    check_shape(op, name, weight, (width,), f"{x_name}.shape[-1]")
+    check_shape(op, name, weight, (width,), why or f"{x_name}.shape[-1]")
     check_unit_last_stride(op, name, weight)
     return "dtype" if weight.dtype == x.dtype else "fp32"
 
@@ -196,12 +203,7 @@ def _qknorm_check(
         )
     check_unit_last_stride(op, "q", q)
     check_unit_last_stride(op, "k", k)
-    weight_kind = _check_weight(op, "q_weight", q_weight, q, head_dim, "q")
-    if _check_weight(op, "k_weight", k_weight, q, head_dim, "q") != weight_kind:
-        raise TypeError(
-            f"{op}(): k_weight is {_describe(k_weight)} but q_weight is {_describe(q_weight)}; "
-            "expected both None or both of one dtype"
-        )
+    weight_kind = check_qk_weights(op, q, q_weight, k_weight, head_dim)
     check_number(op, "eps", eps, minimum=0)
     check_bool(op, "gemma", gemma)
     if q.numel() == 0 and k.numel() == 0:
@@ -212,6 +214,24 @@ def _qknorm_check(
         row_layout(op, head_dim, (("q", q, True),)),
         row_layout(op, head_dim, (("k", k, True),)),
     )
+
+
+def check_qk_weights(
+    op: str,
+    q: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
+    head_dim: int,
+    why: str | None = None,
+) -> str:
+    """qknorm's two weights (qknorm_rope's too): [head_dim] each, of one kind; returns it."""
+    weight_kind = _check_weight(op, "q_weight", q_weight, q, head_dim, "q", why)
+    if _check_weight(op, "k_weight", k_weight, q, head_dim, "q", why) != weight_kind:
+        raise TypeError(
+            f"{op}(): k_weight is {_describe(k_weight)} but q_weight is {_describe(q_weight)}; "
+            "expected both None or both of one dtype"
+        )
+    return weight_kind
 
 
 def _describe(weight: torch.Tensor | None) -> str:

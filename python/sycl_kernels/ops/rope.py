@@ -1,4 +1,5 @@
-"""sycl_kernels.ops.rope: rotary position embedding in place, optionally storing k and v."""
+"""sycl_kernels.ops.rope: rotary position embedding in place, optionally storing k and v;
+also after a per-head RMSNorm of q and k, fused (qknorm_rope)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,21 @@ import torch
 
 from .. import _runtime
 from .._dtypes import DType
-from ..jit.rope import rope_spec
+from ..jit.rope import qknorm_rope_spec, rope_spec
 from ._checks import (
     check_bool,
     check_float_dtype,
     check_int,
+    check_number,
     check_same,
     check_shape,
     check_tensor,
     check_unit_last_stride,
     row_layout,
 )
-from ._launch import launch_groups
+from ._launch import address, launch_groups
 from ._op import define_op
+from .norm import check_qk_weights
 
 _OP = "apply_rope"
 _POSITION_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
@@ -63,21 +66,22 @@ def _heads_view(
     return t.transpose(1, 2) if layout == "HND" else t
 
 
-def _check(
+def _check_rotation(
+    op: str,
     positions: torch.Tensor,
     q: torch.Tensor,
     k: torch.Tensor | None,
     cos_sin_cache: torch.Tensor,
     is_neox: bool,
-    rotary_dim: int | None = None,
-    head_size: int | None = None,
-    layout: str = "NHD",
-    v: torch.Tensor | None = None,
-    k_cache: torch.Tensor | None = None,
-    v_cache: torch.Tensor | None = None,
-    out_loc: torch.Tensor | None = None,
+    rotary_dim: int | None,
+    head_size: int | None,
+    layout: str,
+    v: torch.Tensor | None,
+    k_cache: torch.Tensor | None,
+    v_cache: torch.Tensor | None,
+    out_loc: torch.Tensor | None,
 ) -> _Plan | None:
-    op = _OP
+    """apply_rope's checks, for `op` (qknorm_rope makes them too)."""
     for name, t in (("positions", positions), ("q", q), ("cos_sin_cache", cos_sin_cache)):
         check_tensor(op, name, t)
     dtype = check_float_dtype(op, "q", q)
@@ -156,6 +160,37 @@ def _check(
     return _Plan(dtype, cache_dtype, width, positions2d, q4, k4, v4)
 
 
+def _check(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    rotary_dim: int | None = None,
+    head_size: int | None = None,
+    layout: str = "NHD",
+    v: torch.Tensor | None = None,
+    k_cache: torch.Tensor | None = None,
+    v_cache: torch.Tensor | None = None,
+    out_loc: torch.Tensor | None = None,
+) -> _Plan | None:
+    return _check_rotation(
+        _OP,
+        positions,
+        q,
+        k,
+        cos_sin_cache,
+        is_neox,
+        rotary_dim,
+        head_size,
+        layout,
+        v,
+        k_cache,
+        v_cache,
+        out_loc,
+    )
+
+
 def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -> torch.Tensor:
     for name, t in (("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("out_loc", out_loc)):
         check_tensor(op, name, t)
@@ -186,7 +221,7 @@ def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -
 
 
 def _check_range(
-    name: str, index: torch.Tensor, size: int, what: str, allow_negative: bool = False
+    op: str, name: str, index: torch.Tensor, size: int, what: str, allow_negative: bool = False
 ) -> None:
     """On CPU tensors only: on an XPU the check would wait for the device."""
     if index.numel() == 0:
@@ -195,7 +230,35 @@ def _check_range(
     if high >= size or (low < 0 and not allow_negative):
         bad = high if high >= size else low
         allowed = f"[{'-inf' if allow_negative else 0}, {size})"
-        raise IndexError(f"{_OP}(): {name} holds {bad}; expected values in {allowed} ({what})")
+        raise IndexError(f"{op}(): {name} holds {bad}; expected values in {allowed} ({what})")
+
+
+def _launch_args(
+    op: str,
+    plan: _Plan,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    k_cache: torch.Tensor | None,
+    v_cache: torch.Tensor | None,
+    out_loc: torch.Tensor | None,
+) -> tuple[int, list[object]]:
+    """The work-groups and the arguments of rope.hpp's kernels (qknorm_rope's begin with
+    them), after the range checks of CPU indices."""
+    if positions.is_cpu:
+        _check_range(op, "positions", positions, cos_sin_cache.shape[0], "cos_sin_cache.shape[0]")
+        if out_loc is not None:
+            _check_range(op, "out_loc", out_loc, k_cache.shape[0], "k_cache.shape[0]", True)
+    batch, seq, num_q_heads, _ = plan.q.shape
+    num_k_heads = 0 if plan.k is None else plan.k.shape[2]
+    # Without k, no work-group reads it; q stands in for a valid address.
+    k4 = plan.q if plan.k is None else plan.k
+    args: list[object] = [plan.positions.data_ptr(), *plan.positions.stride(), seq]
+    args += [plan.q.data_ptr(), *plan.q.stride()[:3], num_q_heads]
+    args += [k4.data_ptr(), *k4.stride()[:3], num_k_heads, cos_sin_cache.data_ptr()]
+    if out_loc is not None:
+        args += [plan.v.data_ptr(), *plan.v.stride()[:3], k_cache.data_ptr()]
+        args += [v_cache.data_ptr(), out_loc.data_ptr()]
+    return batch * seq * (num_q_heads + num_k_heads), args
 
 
 def _launch(
@@ -215,30 +278,16 @@ def _launch(
 ) -> None:
     if plan is None:
         return
-    if positions.is_cpu:
-        _check_range("positions", positions, cos_sin_cache.shape[0], "cos_sin_cache.shape[0]")
-        if out_loc is not None:
-            _check_range("out_loc", out_loc, k_cache.shape[0], "k_cache.shape[0]", True)
-    batch, seq, num_q_heads, head_dim = plan.q.shape
-    num_k_heads = 0 if plan.k is None else plan.k.shape[2]
-    # Without k, no work-group reads it; q stands in for a valid address.
-    k4 = plan.q if plan.k is None else plan.k
+    groups, args = _launch_args(_OP, plan, positions, cos_sin_cache, k_cache, v_cache, out_loc)
     spec = rope_spec(
         plan.dtype,
-        head_dim,
+        plan.q.shape[3],
         plan.width,
         is_neox,
         _POSITION_DTYPES[positions.dtype],
         out_loc is not None,
         plan.cache_dtype,
     )
-    args: list[object] = [plan.positions.data_ptr(), *plan.positions.stride(), seq]
-    args += [plan.q.data_ptr(), *plan.q.stride()[:3], num_q_heads]
-    args += [k4.data_ptr(), *k4.stride()[:3], num_k_heads, cos_sin_cache.data_ptr()]
-    if out_loc is not None:
-        args += [plan.v.data_ptr(), *plan.v.stride()[:3], k_cache.data_ptr()]
-        args += [v_cache.data_ptr(), out_loc.data_ptr()]
-    groups = batch * seq * (num_q_heads + num_k_heads)
     launch_groups(spec, _runtime.queue_of(q), groups, *args)
 
 
@@ -290,6 +339,155 @@ def apply_rope(
         cos_sin_cache,
         is_neox,
         rotary_dim,
+        head_size,
+        layout,
+        v,
+        k_cache,
+        v_cache,
+        out_loc,
+    )
+
+
+_QKNORM_ROPE = "qknorm_rope"
+
+
+def _qknorm_rope_check(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    eps: float = 1e-6,
+    gemma: bool = False,
+    head_size: int | None = None,
+    layout: str = "NHD",
+    v: torch.Tensor | None = None,
+    k_cache: torch.Tensor | None = None,
+    v_cache: torch.Tensor | None = None,
+    out_loc: torch.Tensor | None = None,
+) -> tuple[_Plan, str] | None:
+    op = _QKNORM_ROPE
+    check_tensor(op, "k", k)  # not optional: k is normalized with its own weight
+    if q is k:
+        raise ValueError(f"{op}(): q and k share memory; expected the heads of two tensors")
+    plan = _check_rotation(
+        op,
+        positions,
+        q,
+        k,
+        cos_sin_cache,
+        is_neox,
+        None,
+        head_size,
+        layout,
+        v,
+        k_cache,
+        v_cache,
+        out_loc,
+    )
+    # _check_rotation accepted q's shape: a 2-D q has head_size set.
+    flat = q.dim() == 2
+    head_dim = head_size if flat else q.shape[-1]
+    weight_kind = check_qk_weights(
+        op, q, q_weight, k_weight, head_dim, "head_size" if flat else None
+    )
+    check_number(op, "eps", eps, minimum=0)
+    check_bool(op, "gemma", gemma)
+    return None if plan is None else (plan, weight_kind)
+
+
+def _qknorm_rope_launch(
+    plan: tuple[_Plan, str] | None,
+    positions,
+    q,
+    k,
+    q_weight,
+    k_weight,
+    cos_sin_cache,
+    is_neox,
+    eps,
+    gemma,
+    head_size,
+    layout,
+    v,
+    k_cache,
+    v_cache,
+    out_loc,
+) -> None:
+    if plan is None:
+        return
+    rope, weight_kind = plan
+    groups, args = _launch_args(
+        _QKNORM_ROPE, rope, positions, cos_sin_cache, k_cache, v_cache, out_loc
+    )
+    spec = qknorm_rope_spec(
+        rope.dtype,
+        rope.q.shape[3],
+        rope.width,
+        is_neox,
+        _POSITION_DTYPES[positions.dtype],
+        out_loc is not None,
+        rope.cache_dtype,
+        gemma,
+        weight_kind,
+    )
+    args += [address(q_weight), address(k_weight), float(eps)]
+    launch_groups(spec, _runtime.queue_of(q), groups, *args)
+
+
+_qknorm_rope = define_op(
+    _QKNORM_ROPE,
+    _qknorm_rope_check,
+    _qknorm_rope_launch,
+    mutates=("q", "k", "k_cache", "v_cache"),
+)
+
+
+def qknorm_rope(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    eps: float = 1e-6,
+    *,
+    gemma: bool = False,
+    head_size: int | None = None,
+    layout: str = "NHD",
+    v: torch.Tensor | None = None,
+    k_cache: torch.Tensor | None = None,
+    v_cache: torch.Tensor | None = None,
+    out_loc: torch.Tensor | None = None,
+) -> None:
+    """qknorm(q, k, q_weight, k_weight, eps, gemma=gemma) then apply_rope(positions, q, k,
+    cos_sin_cache, is_neox, ...), in place, in one kernel (one pass over q and k).
+
+    Every head of q is normalized with q_weight, every head of k with k_weight
+    ([head_dim] each, q's dtype or float32, or both None for no scale; gemma=True
+    scales by 1 + weight), then the first rotary_dim (cos_sin_cache's width)
+    elements of each head are rotated. positions, q, k (required here),
+    cos_sin_cache, is_neox, head_size, layout and the KV store (v, k_cache,
+    v_cache, out_loc: the rotated k and v are written to slot out_loc[token]) are
+    as apply_rope's. Rounding: the normalized value stays in float32 through the
+    rotation and is rounded to q's dtype once; qknorm followed by apply_rope rounds
+    it in between, so at float16/bfloat16 the two differ by up to 2 ulps of the
+    larger normalized value of a rotated pair (docs/ops.md). Not differentiable (in
+    place): tensors that require grad raise RuntimeError with grad mode on.
+    """
+    _qknorm_rope(
+        positions,
+        q,
+        k,
+        q_weight,
+        k_weight,
+        cos_sin_cache,
+        is_neox,
+        eps,
+        gemma,
         head_size,
         layout,
         v,
