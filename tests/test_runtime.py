@@ -149,3 +149,24 @@ def test_requirements_admit_every_line_the_build_has() -> None:
         for line, entry in built.items():
             assert entry["sycl_runtime_version"] in requirements[name], (name, line)
         assert metadata.version(name) in requirements[name], name
+
+
+def test_version_is_single_sourced() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sycl_kernels", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"sycl_kernels {sycl_kernels.__version__}"
+
+
+@pytest.mark.wheel
+def test_installed_distribution_carries_the_version_and_the_license() -> None:
+    dist = metadata.distribution("sycl-kernels")
+    assert dist.version == sycl_kernels.__version__
+    assert dist.metadata["License-Expression"] == "Apache-2.0"
+    license_text = dist.read_text("licenses/LICENSE")
+    assert license_text is not None
+    assert "Apache License" in license_text

@@ -255,6 +255,11 @@ def cmd_precompile(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sycl_kernels", description=__doc__)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"sycl_kernels {sys.modules['sycl_kernels'].__version__}",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     info = commands.add_parser("info", help="runtime version, devices, compiler and paths")
     info.set_defaults(run=cmd_info)

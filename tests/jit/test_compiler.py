@@ -4,6 +4,7 @@ is a KernelCompileError in the caller, which goes on running."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,8 @@ def test_a_compiler_crash_is_an_error_not_the_end(tmp_path: Path, monkeypatch) -
 
 
 def test_a_hung_compiler_times_out(tmp_path: Path, monkeypatch) -> None:
-    hung = _fake_tool(tmp_path, "exec sleep 60")
+    # Python, not sleep(1): the installed-wheel test's PATH holds only its venv.
+    hung = _fake_tool(tmp_path, f"exec {sys.executable} -c 'import time; time.sleep(60)'")
     monkeypatch.setattr(compiler, "tool", lambda: hung)
     with pytest.raises(jit.KernelCompileError, match=r"did not finish in 0\.5 s"):
         compiler.compile_out_of_process(_inputs(), "cpu", timeout=0.5)
