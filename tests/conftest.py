@@ -26,9 +26,15 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 @pytest.fixture(autouse=True, scope="session")
 def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keeps the suite's compiled kernels out of the user's cache (subprocesses inherit it)."""
+    """Keeps the suite's compiled kernels out of the user's cache (subprocesses inherit it).
+
+    SYCL_KERNELS_TEST_CACHE_DIR names a folder to keep them in across runs (ctest sets
+    one in the build tree: a rerun compiles only what changed); tests that need an
+    empty cache take `fresh_cache`.
+    """
+    kept = os.environ.get("SYCL_KERNELS_TEST_CACHE_DIR")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SYCL_KERNELS_CACHE_DIR", str(tmp_path_factory.mktemp("kernel-cache")))
+        mp.setenv("SYCL_KERNELS_CACHE_DIR", kept or str(tmp_path_factory.mktemp("kernel-cache")))
         config.cache_clear()
         yield
     config.cache_clear()
