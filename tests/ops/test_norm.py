@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import sycl_kernels
 import torch
@@ -73,7 +75,7 @@ def test_rmsnorm_flattens_leading_dimensions() -> None:
     )
 
 
-def test_rmsnorm_compiles_a_variant_once() -> None:
+def test_rmsnorm_compiles_a_variant_once(fresh_cache: Path) -> None:
     x, weight = _inputs(3, 1234, torch.float16)
     before = stats().compiles
     sycl_kernels.rmsnorm(x, weight)
