@@ -1,13 +1,18 @@
 # cmake/AotVariants.cmake: compiles the variants of kernels/variants.toml into device images.
 #
-# At configure time sycl_kernels.jit.aot_build renders each variant's translation
-# unit and compile request (the inputs the JIT hashes); at build time one
-# sycl-kernels-compile process per variant compiles it, in parallel, each rebuilt only
-# when its request (source, flags, runtime version) or an included header changes.
+# At configure time sycl_kernels.jit.aot_build computes each variant's compile
+# inputs (the ones the JIT hashes) and groups the variants (one group per op and
+# dtype, jit/aot_build.py aot_group says why); at build time one sycl-kernels-compile
+# process per group compiles the group's translation unit into one image per
+# variant, the groups in parallel, each rebuilt only when its request (sources,
+# flags, runtime version) or a header its unit includes changes.
 
 option(SYCL_KERNELS_AOT "Compile the variants of kernels/variants.toml into the package" ON)
 set(SYCL_KERNELS_AOT_VARIANTS "*" CACHE STRING
   "Glob patterns (;-separated) selecting the manifest variants to build, e.g. rmsnorm_bf16_*")
+option(SYCL_KERNELS_AOT_DEVICE_BUILD
+  "Also build each AOT image for the CPU device, so a backend that fails on one fails the build (about 5x slower)"
+  OFF)
 
 set(SYCL_KERNELS_AOT_DIR "${CMAKE_CURRENT_BINARY_DIR}/aot")
 
@@ -17,19 +22,26 @@ function(sycl_kernels_aot_build_command out_var)
     PARENT_SCOPE)
 endfunction()
 
-# Called from the generated variants.cmake: one image per variant.
-function(sycl_kernels_add_variant name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "HEADERS")
+# Called from the generated variants.cmake: one compile per group, one image per variant.
+function(sycl_kernels_add_aot_group name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "VARIANTS;HEADERS")
   set(request "${SYCL_KERNELS_AOT_DIR}/src/${name}.request")
-  set(image "${SYCL_KERNELS_AOT_DIR}/images/${name}.spv")
+  list(TRANSFORM arg_VARIANTS PREPEND "${SYCL_KERNELS_AOT_DIR}/images/" OUTPUT_VARIABLE images)
+  list(TRANSFORM images APPEND ".spv")
+  set(device_build "")
+  if(SYCL_KERNELS_AOT_DEVICE_BUILD)
+    set(device_build --device-build)
+  endif()
+  list(LENGTH images count)
   add_custom_command(
-    OUTPUT "${image}"
+    OUTPUT ${images}
     COMMAND "${CMAKE_COMMAND}" -E env "OCL_ICD_FILENAMES=${SYCL_CPU_RUNTIME}"
-            $<TARGET_FILE:sycl_kernels_compile_sycl${SYCL_KERNELS_AOT_LINE}> "${request}" "${image}" cpu
+            $<TARGET_FILE:sycl_kernels_compile_sycl${SYCL_KERNELS_AOT_LINE}> --per-kernel
+            "${request}" ${device_build}
     DEPENDS "${request}" ${arg_HEADERS} sycl_kernels_compile_sycl${SYCL_KERNELS_AOT_LINE}
-    COMMENT "AOT ${name}"
+    COMMENT "AOT ${name} (${count} kernels)"
     VERBATIM)
-  set_property(GLOBAL APPEND PROPERTY SYCL_KERNELS_AOT_IMAGES "${image}")
+  set_property(GLOBAL APPEND PROPERTY SYCL_KERNELS_AOT_IMAGES ${images})
 endfunction()
 
 function(sycl_kernels_add_aot_variants)

@@ -1,24 +1,38 @@
-// csrc/compile_tool.cpp: the device compiler as a process, compiling one request into an image.
+// csrc/compile_tool.cpp: the device compiler as a process, compiling one request into images.
 //
 //   sycl-kernels-compile <request file> <output image> [cpu|gpu]
+//   sycl-kernels-compile --per-kernel <request file> [--device-build]
 //
-// The wheel build runs it once per AOT variant, and the JIT once per kernel: in a
-// process of its own, a crash of the compiler becomes an error the caller reports
-// instead of the end of the caller, and the compiler's memory goes when it exits.
+// The JIT runs the first form once per kernel: one image, built for the device.
+// The wheel's AOT build runs the second once per group of variants (one
+// translation unit defining many kernels, as starting the compiler costs more than
+// compiling a small kernel): one SPIR-V image per kernel, on the CPU device,
+// written where the request's "image" lines say; --device-build also builds each
+// for the device (the slow step a process loading the image pays anyway).
+// In a process of its own, a crash of the compiler becomes an error the caller
+// reports instead of the end of the caller, and the compiler's memory goes when
+// it exits.
 //
 // The request (written by sycl_kernels.jit.compiler) has tab-separated lines:
-// "source <path>", "header <include name> <path>", "option <flag>"; '#' starts a
-// comment. The image is written to a temporary file and renamed into place, so an
-// interrupted build never leaves a truncated image behind. Exit status 1: the
-// compiler rejected the source, its log on stderr.
+// "source <path>", "header <include name> <path>", "option <flag>",
+// "image <kernel name> <path>" (--per-kernel); '#' starts a comment. Images are
+// written to a temporary file and renamed into place, so an interrupted build never
+// leaves a truncated image behind. Exit status 1: the compiler rejected the source,
+// its log on stderr, or the kernels compiled are not the ones the image lines name.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "device_compiler.hpp"
 
 namespace {
+
+struct ToolRequest {
+  sycl_kernels::CompileRequest compile;
+  std::map<std::string, std::string> images;  // kernel name -> output path
+};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -28,8 +42,9 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-sycl_kernels::CompileRequest read_request(const std::string& path) {
-  sycl_kernels::CompileRequest request;
+ToolRequest read_request(const std::string& path) {
+  ToolRequest tool_request;
+  sycl_kernels::CompileRequest& request = tool_request.compile;
   std::istringstream lines(read_file(path));
   std::string line;
   while (std::getline(lines, line)) {
@@ -45,39 +60,83 @@ sycl_kernels::CompileRequest read_request(const std::string& path) {
       request.headers.emplace_back(first, read_file(second));
     } else if (kind == "option") {
       request.options.push_back(first);
+    } else if (kind == "image") {
+      tool_request.images[first] = second;
     } else {
       throw std::runtime_error(path + ": unknown line '" + line + "'");
     }
   }
-  return request;
+  return tool_request;
+}
+
+void write_image(const std::string& output, const std::string& bytes) {
+  const std::string partial = output + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) throw std::runtime_error("cannot write " + partial);
+  }
+  if (std::rename(partial.c_str(), output.c_str()) != 0) {
+    throw std::runtime_error("cannot rename " + partial + " to " + output);
+  }
+}
+
+void compile_one(const std::string& request_file, const std::string& output,
+                 const std::string& device_type) {
+  const ToolRequest request = read_request(request_file);
+  sycl::queue queue = device_type == "gpu" ? sycl::queue{sycl::gpu_selector_v}
+                                           : sycl::queue{sycl::cpu_selector_v};
+  const sycl_kernels::DeviceImage image =
+      sycl_kernels::compile_to_image(queue.get_context(), {queue.get_device()}, request.compile);
+  if (image.format != "spirv") {
+    throw std::runtime_error("expected a SPIR-V image, got " + image.format);
+  }
+  write_image(output, image.bytes);
+}
+
+void compile_per_kernel(const std::string& request_file, bool device_build) {
+  const ToolRequest request = read_request(request_file);
+  if (request.images.empty()) throw std::runtime_error(request_file + ": no image lines");
+  sycl::queue queue{sycl::cpu_selector_v};
+  std::vector<sycl_kernels::KernelImage> images = sycl_kernels::compile_per_kernel(
+      queue.get_context(), queue.get_device(), request.compile, device_build);
+  // All checked before any is written: a failed group leaves its images as they were.
+  std::map<std::string, std::string> compiled;
+  for (sycl_kernels::KernelImage& image : images) {
+    if (!request.images.count(image.kernel)) {
+      throw std::runtime_error(request_file + ": compiled a kernel no image line names: " +
+                               image.kernel);
+    }
+    compiled[image.kernel] = std::move(image.bytes);
+  }
+  for (const auto& [kernel, path] : request.images) {
+    if (!compiled.count(kernel)) {
+      throw std::runtime_error(request_file + ": no kernel " + kernel + " in the source");
+    }
+  }
+  for (const auto& [kernel, path] : request.images) write_image(path, compiled[kernel]);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string device_type = argc == 4 ? argv[3] : "cpu";
-  if ((argc != 3 && argc != 4) || (device_type != "cpu" && device_type != "gpu")) {
-    std::cerr << "usage: " << argv[0] << " <request file> <output image> [cpu|gpu]\n";
+  const std::string first = argc > 1 ? argv[1] : "";
+  const bool per_kernel = first == "--per-kernel";
+  const std::string device_type = !per_kernel && argc == 4 ? argv[3] : "cpu";
+  const bool device_build = per_kernel && argc == 4 && std::string(argv[3]) == "--device-build";
+  const bool usage_ok = per_kernel ? (argc == 3 || device_build)
+                                   : ((argc == 3 || argc == 4) &&
+                                      (device_type == "cpu" || device_type == "gpu"));
+  if (!usage_ok) {
+    std::cerr << "usage: " << argv[0] << " <request file> <output image> [cpu|gpu]\n"
+              << "       " << argv[0] << " --per-kernel <request file> [--device-build]\n";
     return 2;
   }
-  const std::string output = argv[2];
   try {
-    const sycl_kernels::CompileRequest request = read_request(argv[1]);
-    sycl::queue queue = device_type == "gpu" ? sycl::queue{sycl::gpu_selector_v}
-                                             : sycl::queue{sycl::cpu_selector_v};
-    const sycl_kernels::DeviceImage image =
-        sycl_kernels::compile_to_image(queue.get_context(), {queue.get_device()}, request);
-    if (image.format != "spirv") {
-      throw std::runtime_error("expected a SPIR-V image, got " + image.format);
-    }
-    const std::string partial = output + ".partial";
-    {
-      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-      out.write(image.bytes.data(), static_cast<std::streamsize>(image.bytes.size()));
-      if (!out.flush()) throw std::runtime_error("cannot write " + partial);
-    }
-    if (std::rename(partial.c_str(), output.c_str()) != 0) {
-      throw std::runtime_error("cannot rename " + partial + " to " + output);
+    if (per_kernel) {
+      compile_per_kernel(argv[2], device_build);
+    } else {
+      compile_one(argv[1], argv[2], device_type);
     }
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";

@@ -38,6 +38,23 @@ DeviceImage compile_to_image(const sycl::context& context,
                              const std::vector<sycl::device>& devices,
                              const CompileRequest& request);
 
+// One kernel's SPIR-V image, `kernel` its extern "C" name.
+struct KernelImage {
+  std::string kernel;
+  std::string bytes;
+};
+
+// One SPIR-V image per kernel `request` defines, from one compile: the AOT build
+// compiles many variants in one process, and each is still loaded on its own (a
+// fresh process pays the SPIR-V -> native step of what it loads, kernel by kernel).
+// Without `device_build` the source is compiled to SPIR-V only, the device's code
+// generation left to whoever loads an image; that needs an OpenCL device (the CPU
+// device), whose programs hand their SPIR-V back. With it each image is also built
+// for `device`, as compile_to_image does, so a backend failure shows here.
+std::vector<KernelImage> compile_per_kernel(const sycl::context& context,
+                                            const sycl::device& device,
+                                            const CompileRequest& request, bool device_build);
+
 sycl::kernel_bundle<sycl::bundle_state::executable> load_image(
     const sycl::context& context, const std::vector<sycl::device>& devices,
     const std::string& bytes, const std::string& format);

@@ -32,12 +32,18 @@ def tool() -> Path:
 
 
 def request_text(
-    comment: str, source: Path, headers: Iterable[tuple[str, Path]], options: Iterable[str]
+    comment: str,
+    source: Path,
+    headers: Iterable[tuple[str, Path]],
+    options: Iterable[str],
+    images: Iterable[tuple[str, Path]] = (),
 ) -> str:
-    """A request file for the tool: the source, each header by include name, each flag."""
+    """A request file for the tool: the source, each header by include name, each flag,
+    and for `sycl-kernels-compile --per-kernel` where each kernel's image goes."""
     lines = [f"# {comment}", f"source\t{source}"]
     lines += [f"header\t{name}\t{path}" for name, path in headers]
     lines += [f"option\t{option}" for option in options]
+    lines += [f"image\t{kernel}\t{path}" for kernel, path in images]
     return "\n".join(lines) + "\n"
 
 
