@@ -19,9 +19,6 @@ namespace {
 
 constexpr uint32_t kSpirvMagic = 0x07230203u;
 
-// Entry points of SPIR-V modules built from SYCL source carry this prefix.
-constexpr const char* kSpirvEntryPrefix = "__sycl_kernel_";
-
 sycl::kernel_bundle<sycl::bundle_state::ext_oneapi_source> sycl_source(
     const sycl::context& context, const CompileRequest& request) {
   syclexp::include_files headers;

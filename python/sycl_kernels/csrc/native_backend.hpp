@@ -11,6 +11,9 @@
 
 namespace sycl_kernels {
 
+// Entry points of SPIR-V modules built from SYCL source carry this prefix.
+inline constexpr const char* kSpirvEntryPrefix = "__sycl_kernel_";
+
 // Driver entry points are looked up in the library the runtime's adapter already
 // loaded, not linked: a build against a fetched runtime line has nothing to link,
 // and a process on another backend never needs the library.

@@ -5,13 +5,6 @@
 
 namespace sycl_kernels {
 
-namespace {
-
-// Entry points of SPIR-V modules built from SYCL source carry this prefix.
-constexpr const char* kSpirvEntryPrefix = "__sycl_kernel_";
-
-}  // namespace
-
 sycl::kernel NativeProgram::get(const std::string& name) const {
   for (const std::string& entry : {std::string(kSpirvEntryPrefix) + name, name}) {
     if (std::optional<sycl::kernel> kernel = find(entry)) return *kernel;
