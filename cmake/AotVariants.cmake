@@ -30,7 +30,7 @@ function(sycl_kernels_add_aot_group name)
   list(TRANSFORM images APPEND ".spv")
   set(device_build "")
   if(SYCL_KERNELS_AOT_DEVICE_BUILD)
-    set(device_build --device-build)
+    set(device_build --device-build cpu)
   endif()
   list(LENGTH images count)
   add_custom_command(

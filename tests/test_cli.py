@@ -48,8 +48,13 @@ def test_precompile_then_cache_ls_and_clear(tmp_path: Path) -> None:
 
 
 def _printed_variants(stdout: str) -> set[str]:
-    """The variant names of precompile's per-variant lines (name, origin, seconds)."""
-    return {line.split()[0] for line in stdout.splitlines() if line.endswith(" s")}
+    """The variant names of precompile's per-variant lines (name, origin)."""
+    origins = ("aot", "disk", "compiled")
+    return {
+        line.split()[0]
+        for line in stdout.splitlines()
+        if line.split()[-1:] in [[o] for o in origins]
+    }
 
 
 def test_precompile_for_models_compiles_exactly_their_variants(tmp_path: Path) -> None:

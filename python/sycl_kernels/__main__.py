@@ -19,14 +19,15 @@ from ._bench_model import run as run_model_bench
 from ._cases import activation_case, head_case, norm_case, timestep_case
 from ._devices import default_device, devices
 from ._dtypes import BY_NAME, DTYPES
-from .jit import aot, compile_inputs, compiler, stats
-from .jit.build import cached_or_compiled
+from .jit import aot, compiler, stats
+from .jit.batch import precompile
 from .jit.bundle import export_bundle, import_bundle
 from .jit.cache import disk_cache, shared_caches
+from .jit.compiler import KernelCompileError
 from .jit.model_variants import config_dtype, model_specs
 from .jit.native import native_cache
 from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
-from .jit.spec import TUNINGS, KernelSpec
+from .jit.spec import TUNINGS, KernelSpec, read_specs
 from .jit.variants import read_manifest
 
 DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
@@ -231,25 +232,35 @@ def _model_specs(args: argparse.Namespace) -> list[KernelSpec]:
 def cmd_precompile(args: argparse.Namespace) -> int:
     if args.model:
         specs = _model_specs(args)
+    elif args.specs:
+        try:
+            specs = [s for path in args.specs for s in read_specs(path)]
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"precompile --specs: {e}") from None
     else:
         manifests = args.manifest or [KERNELS_DIR / "variants.toml"]
         specs = [v.spec for path in manifests for v in read_manifest(Path(path))]
     specs = [s for s in specs if any(fnmatch.fnmatchcase(s.name, p) for p in args.select)]
-    queue = _runtime.cpu_queue()
-    summary = []
-    for spec in tqdm(specs, desc="precompile", unit="variant", file=sys.stderr):
-        inputs = compile_inputs(spec)
-        start = time.perf_counter()
-        origin = (
-            "aot" if aot.find_image(inputs) is not None else cached_or_compiled(inputs, queue)[1]
-        )
-        summary.append((spec.name, origin, time.perf_counter() - start))
-    for name, origin, seconds in summary:
-        print(f"{name:<40} {origin:<9} {seconds:>7.2f} s")
-    counts = {
-        o: sum(1 for _, origin, _ in summary if origin == o) for o in ("aot", "disk", "compiled")
-    }
-    print(", ".join(f"{n} {o}" for o, n in counts.items()) + f" (cache: {disk_cache().root})")
+    start = time.perf_counter()
+    with tqdm(desc="precompile", unit="kernel", file=sys.stderr) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        try:
+            done = precompile(specs, _runtime.cpu_queue(), progress=progress)
+        except (KernelCompileError, RuntimeError) as e:
+            print(f"precompile: {e}", file=sys.stderr)
+            return 1
+    seconds = time.perf_counter() - start
+    for entry in done:
+        print(f"{entry.name:<40} {entry.origin}")
+    counts = {o: sum(1 for e in done if e.origin == o) for o in ("aot", "disk", "compiled")}
+    print(
+        ", ".join(f"{n} {o}" for o, n in counts.items())
+        + f" in {seconds:.1f} s (cache: {disk_cache().root})"
+    )
     return 0
 
 
@@ -312,6 +323,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     precompile.add_argument("manifest", nargs="*", help="TOML manifests (default: the package's)")
     precompile.add_argument("--select", nargs="+", default=["*"], help="variant name globs")
+    precompile.add_argument(
+        "--specs",
+        nargs="+",
+        type=Path,
+        metavar="FILE.json",
+        help="kernel spec lists a process wrote (jit.write_specs(path, jit.loaded_specs()))",
+    )
     for_model = precompile.add_argument_group(
         "for a model", "--model: the variants integrations.transformers.patch(model) calls"
     )
@@ -333,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     precompile.set_defaults(run=cmd_precompile)
     args = parser.parse_args(argv)
-    if args.command == "precompile" and args.model and args.manifest:
-        parser.error("precompile: give manifests or --model, not both")
+    sources = ("model", "manifest", "specs")
+    if args.command == "precompile" and sum(bool(getattr(args, a)) for a in sources) > 1:
+        parser.error("precompile: give manifests, --model or --specs, one of them")
     if args.command == "precompile" and not args.model and (args.dtype or args.device != "cpu"):
         parser.error("precompile: --dtype and --device apply to --model only")
     return args.run(args)

@@ -77,8 +77,8 @@ def _compile_group(request: Path, *flags: str) -> subprocess.CompletedProcess:
     )
 
 
-# --device-build: SYCL_KERNELS_AOT_DEVICE_BUILD=ON (cmake/AotVariants.cmake).
-@pytest.mark.parametrize("flags", [(), ("--device-build",)], ids=["spirv", "device-build"])
+# --device-build cpu: SYCL_KERNELS_AOT_DEVICE_BUILD=ON (cmake/AotVariants.cmake).
+@pytest.mark.parametrize("flags", [(), ("--device-build", "cpu")], ids=["spirv", "device-build"])
 def test_one_compile_gives_each_variant_its_own_image(tmp_path: Path, flags: tuple) -> None:
     names = ["rmsnorm_fp32_h256_cpu", "rmsnorm_fp32_h512_cpu"]
     _plan(tmp_path, *names)

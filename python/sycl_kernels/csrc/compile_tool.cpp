@@ -1,14 +1,16 @@
 // csrc/compile_tool.cpp: the device compiler as a process, compiling one request into images.
 //
 //   sycl-kernels-compile <request file> <output image> [cpu|gpu]
-//   sycl-kernels-compile --per-kernel <request file> [--device-build]
+//   sycl-kernels-compile --per-kernel <request file> [--device-build cpu|gpu]
 //
 // The JIT runs the first form once per kernel: one image, built for the device.
-// The wheel's AOT build runs the second once per group of variants (one
-// translation unit defining many kernels, as starting the compiler costs more than
-// compiling a small kernel): one SPIR-V image per kernel, on the CPU device,
-// written where the request's "image" lines say; --device-build also builds each
-// for the device (the slow step a process loading the image pays anyway).
+// The second compiles a group of kernels (one translation unit defining many, as
+// starting the compiler costs more than compiling a small kernel) into one SPIR-V
+// image per kernel, written where the request's "image" lines say: the wheel's AOT
+// build runs it once per group of variants, the JIT's precompile once per group of
+// missing kernels. --device-build also builds each image for a device of that type
+// (the slow step a process loading the image pays anyway), so a backend crash
+// shows here.
 // In a process of its own, a crash of the compiler becomes an error the caller
 // reports instead of the end of the caller, and the compiler's memory goes when
 // it exits.
@@ -24,6 +26,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "device_compiler.hpp"
 
@@ -81,11 +84,15 @@ void write_image(const std::string& output, const std::string& bytes) {
   }
 }
 
+sycl::queue queue_of_type(const std::string& device_type) {
+  return device_type == "gpu" ? sycl::queue{sycl::gpu_selector_v}
+                              : sycl::queue{sycl::cpu_selector_v};
+}
+
 void compile_one(const std::string& request_file, const std::string& output,
                  const std::string& device_type) {
   const ToolRequest request = read_request(request_file);
-  sycl::queue queue = device_type == "gpu" ? sycl::queue{sycl::gpu_selector_v}
-                                           : sycl::queue{sycl::cpu_selector_v};
+  sycl::queue queue = queue_of_type(device_type);
   const sycl_kernels::DeviceImage image =
       sycl_kernels::compile_to_image(queue.get_context(), {queue.get_device()}, request.compile);
   if (image.format != "spirv") {
@@ -94,10 +101,12 @@ void compile_one(const std::string& request_file, const std::string& output,
   write_image(output, image.bytes);
 }
 
-void compile_per_kernel(const std::string& request_file, bool device_build) {
+// device_type "": SPIR-V only, compiled on the CPU device.
+void compile_per_kernel(const std::string& request_file, const std::string& device_type) {
   const ToolRequest request = read_request(request_file);
   if (request.images.empty()) throw std::runtime_error(request_file + ": no image lines");
-  sycl::queue queue{sycl::cpu_selector_v};
+  const bool device_build = !device_type.empty();
+  sycl::queue queue = queue_of_type(device_build ? device_type : "cpu");
   std::vector<sycl_kernels::KernelImage> images = sycl_kernels::compile_per_kernel(
       queue.get_context(), queue.get_device(), request.compile, device_build);
   // All checked before any is written: a failed group leaves its images as they were.
@@ -120,23 +129,23 @@ void compile_per_kernel(const std::string& request_file, bool device_build) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string first = argc > 1 ? argv[1] : "";
-  const bool per_kernel = first == "--per-kernel";
-  const std::string device_type = !per_kernel && argc == 4 ? argv[3] : "cpu";
-  const bool device_build = per_kernel && argc == 4 && std::string(argv[3]) == "--device-build";
-  const bool usage_ok = per_kernel ? (argc == 3 || device_build)
-                                   : ((argc == 3 || argc == 4) &&
-                                      (device_type == "cpu" || device_type == "gpu"));
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const auto is_device_type = [](const std::string& t) { return t == "cpu" || t == "gpu"; };
+  const bool per_kernel = !args.empty() && args[0] == "--per-kernel";
+  const bool usage_ok =
+      per_kernel ? (args.size() == 2 ||
+                    (args.size() == 4 && args[2] == "--device-build" && is_device_type(args[3])))
+                 : (args.size() == 2 || (args.size() == 3 && is_device_type(args[2])));
   if (!usage_ok) {
     std::cerr << "usage: " << argv[0] << " <request file> <output image> [cpu|gpu]\n"
-              << "       " << argv[0] << " --per-kernel <request file> [--device-build]\n";
+              << "       " << argv[0] << " --per-kernel <request file> [--device-build cpu|gpu]\n";
     return 2;
   }
   try {
     if (per_kernel) {
-      compile_per_kernel(argv[2], device_build);
+      compile_per_kernel(args[1], args.size() == 4 ? args[3] : "");
     } else {
-      compile_one(argv[1], argv[2], device_type);
+      compile_one(args[0], args[1], args.size() == 3 ? args[2] : "cpu");
     }
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";

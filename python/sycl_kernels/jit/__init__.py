@@ -16,11 +16,16 @@ _LAZY = {
     "compile_inputs": "sources",
     "KernelSpec": "spec",
     "Param": "spec",
+    "read_specs": "spec",
+    "write_specs": "spec",
+    "Precompiled": "batch",
+    "precompile": "batch",
     "KernelCompileError": "compiler",
     "JitDisabledError": "build",
     "Stats": "build",
     "compile_image": "build",
     "get_kernel": "build",
+    "loaded_specs": "build",
     "stats": "build",
     "Module": "module",
     "load": "module",
@@ -29,10 +34,13 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:
+    from .batch import Precompiled as Precompiled
+    from .batch import precompile as precompile
     from .build import JitDisabledError as JitDisabledError
     from .build import Stats as Stats
     from .build import compile_image as compile_image
     from .build import get_kernel as get_kernel
+    from .build import loaded_specs as loaded_specs
     from .build import stats as stats
     from .compiler import KernelCompileError as KernelCompileError
     from .module import Module as Module
@@ -41,6 +49,8 @@ if TYPE_CHECKING:
     from .sources import compile_inputs as compile_inputs
     from .spec import KernelSpec as KernelSpec
     from .spec import Param as Param
+    from .spec import read_specs as read_specs
+    from .spec import write_specs as write_specs
 
 
 def __getattr__(name: str) -> object:

@@ -19,7 +19,7 @@ from .. import _runtime
 from .._config import config
 from . import aot, native
 from .cache import disk_cache, shared_caches
-from .compiler import compile_out_of_process
+from .compiler import compile_group_out_of_process, compile_out_of_process
 from .sources import CompileInputs, compile_inputs
 from .spec import KernelSpec
 
@@ -52,6 +52,7 @@ _stats = Stats()
 # the hot path, is left unguarded and may undercount under threads.
 _stats_lock = threading.Lock()
 _loaded: dict[tuple[str, int], object] = {}
+_loaded_specs: dict[str, KernelSpec] = {}
 _key_locks: dict[str, threading.Lock] = {}
 _key_locks_guard = threading.Lock()
 
@@ -74,25 +75,48 @@ def _verbose(message: str, *args: object) -> None:
         log.info(message, *args)
 
 
-def compile_image(inputs: CompileInputs, queue) -> bytes:
-    """Compiles `inputs` for the queue's device into a device image, in a process of its own."""
+def _check_jit_enabled(names: str) -> None:
     if not config().jit:
         raise JitDisabledError(
-            f"SYCL_KERNELS_JIT=0 but {inputs.name} has no prebuilt variant or cached image; "
+            f"SYCL_KERNELS_JIT=0 but {names} has no prebuilt variant or cached image; "
             "add it to kernels/variants.toml, run python -m sycl_kernels precompile, "
             "or enable the JIT"
         )
-    start = time.perf_counter()
-    image = compile_out_of_process(inputs, "cpu" if queue.device["type"] == "cpu" else "gpu")
-    seconds = time.perf_counter() - start
+
+
+def _device_type(queue) -> str:
+    return "cpu" if queue.device["type"] == "cpu" else "gpu"
+
+
+def _count_compiles(kernels: int, seconds: float) -> None:
     with _stats_lock:
-        _stats.compiles += 1
+        _stats.compiles += kernels
         _stats.compile_seconds += seconds
+
+
+def compile_image(inputs: CompileInputs, queue) -> bytes:
+    """Compiles `inputs` for the queue's device into a device image, in a process of its own."""
+    _check_jit_enabled(inputs.name)
+    start = time.perf_counter()
+    image = compile_out_of_process(inputs, _device_type(queue))
+    seconds = time.perf_counter() - start
+    _count_compiles(1, seconds)
     _verbose("sycl_kernels: compiled %s in %.2f s", inputs.name, seconds)
     return image
 
 
-def _from_shared_caches(name: str, digest: str) -> bytes | None:
+def compile_images(members: list[CompileInputs], queue) -> dict[str, bytes]:
+    """Compiles `members` (sharing their options) in one process: name -> image."""
+    _check_jit_enabled(", ".join(m.name for m in members))
+    start = time.perf_counter()
+    images = compile_group_out_of_process(members, _device_type(queue))
+    seconds = time.perf_counter() - start
+    _count_compiles(len(members), seconds)
+    _verbose("sycl_kernels: compiled %d kernels together in %.2f s", len(members), seconds)
+    return images
+
+
+def from_shared_caches(name: str, digest: str) -> bytes | None:
     for cache in shared_caches():
         image = cache.load(name, digest)
         if image is not None:
@@ -112,7 +136,7 @@ def cached_or_compiled(inputs: CompileInputs, queue, *, shared: bool = True) -> 
     digest = inputs.digest()
     image = cache.load(inputs.name, digest) if writable else None
     if image is None and shared:
-        image = _from_shared_caches(inputs.name, digest)
+        image = from_shared_caches(inputs.name, digest)
     if image is None:
         if not writable:
             return compile_image(inputs, queue), "compiled"
@@ -224,4 +248,11 @@ def get_kernel(spec: KernelSpec, queue):
                 inputs, queue, [(spec.name, spec.signature, spec.group_size or 0)]
             )
             _loaded[key] = kernel
+            _loaded_specs[spec.name] = spec
     return kernel
+
+
+def loaded_specs() -> list[KernelSpec]:
+    """The specs of the kernels this process has loaded, to precompile them elsewhere
+    (jit.write_specs, then python -m sycl_kernels precompile --specs)."""
+    return list(_loaded_specs.values())

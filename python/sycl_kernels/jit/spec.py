@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -77,6 +82,44 @@ class KernelSpec:
             f"  {self.function}{template}({args});\n"
             "}\n"
         )
+
+
+_SPECS_FORMAT = {"format": "sycl-kernels specs", "version": 1}
+
+
+def write_specs(path: str | os.PathLike, specs: Iterable[KernelSpec]) -> None:
+    """Writes `specs` as JSON (for read_specs and `precompile --specs`), replacing the file
+    whole: a reader never sees a half-written one."""
+    path = Path(path)
+    document = {**_SPECS_FORMAT, "specs": [asdict(spec) for spec in specs]}
+    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(document, f, indent=1)
+        os.replace(staging, path)
+    except BaseException:
+        os.unlink(staging)
+        raise
+
+
+def read_specs(path: str | os.PathLike) -> list[KernelSpec]:
+    """The specs write_specs wrote to `path`; ValueError if it holds anything else."""
+    try:
+        document = json.loads(Path(path).read_text())
+        if {k: document.get(k) for k in _SPECS_FORMAT} != _SPECS_FORMAT:
+            raise ValueError(f"not a {_SPECS_FORMAT['format']} file, version 1")
+        return [
+            KernelSpec(
+                **{
+                    **fields,
+                    "template_args": tuple(fields["template_args"]),
+                    "params": tuple(Param(**param) for param in fields["params"]),
+                }
+            )
+            for fields in document["specs"]
+        ]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: not a kernel spec list ({e})") from None
 
 
 def leading_row_params(tensor: str) -> tuple[Param, ...]:
