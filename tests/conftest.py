@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
+from sycl_kernels import jit
 from sycl_kernels._config import config
 from sycl_kernels.jit import aot, compile_inputs
 from sycl_kernels.jit.sources import KERNELS_DIR
@@ -24,19 +27,57 @@ settings.register_profile("long", max_examples=400, **_PROFILE)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+# What the session's up-front compile of recorded kernels did, for the summary.
+_RECORDED = pytest.StashKey[str]()
+
+
+def _record_path(kept: str, config: pytest.Config) -> Path:
+    """The record of the kernels this selection of tests loaded, in the kept cache."""
+    selection = hashlib.sha256("\0".join(sorted(config.args)).encode()).hexdigest()[:16]
+    return Path(kept) / f"test-specs.{selection}.json"
+
+
+def _precompile_recorded(record: Path) -> str:
+    """Compiles the recorded kernels missing from the cache (after a header edit: every
+    kernel that includes it) in grouped compiles, instead of one compile per test."""
+    if not record.exists():
+        return f"{record.name}: no record yet, kernels compile on first use"
+    start = time.perf_counter()
+    try:
+        done = jit.precompile(jit.read_specs(record))
+    except (jit.KernelCompileError, OSError, RuntimeError, ValueError) as e:
+        return f"{record.name}: recorded kernels not precompiled, they compile on first use ({e})"
+    compiled = sum(1 for entry in done if entry.origin == "compiled")
+    seconds = time.perf_counter() - start
+    return f"{record.name}: {len(done)} recorded kernels, {compiled} compiled in {seconds:.1f} s"
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _session_cache(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[None]:
     """Keeps the suite's compiled kernels out of the user's cache (subprocesses inherit it).
 
     SYCL_KERNELS_TEST_CACHE_DIR names a folder to keep them in across runs (ctest sets
-    one in the build tree: a rerun compiles only what changed); tests that need an
-    empty cache take `fresh_cache`.
+    one in the build tree): a rerun compiles only what changed, and compiles it up
+    front in groups, from the record of the kernels the same selection of tests
+    loaded last time. Tests that need an empty cache take `fresh_cache`.
     """
     kept = os.environ.get("SYCL_KERNELS_TEST_CACHE_DIR")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SYCL_KERNELS_CACHE_DIR", kept or str(tmp_path_factory.mktemp("kernel-cache")))
         config.cache_clear()
+        record = _record_path(kept, pytestconfig) if kept else None
+        if record is not None:
+            pytestconfig.stash[_RECORDED] = _precompile_recorded(record)
         yield
+        if record is not None:
+            try:
+                recorded = jit.read_specs(record)
+            except (OSError, ValueError):  # none yet, or unreadable: start it afresh
+                recorded = []
+            by_name = {spec.name: spec for spec in (*recorded, *jit.loaded_specs())}
+            jit.write_specs(record, by_name.values())
     config.cache_clear()
 
 
@@ -87,6 +128,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _RECORDED in config.stash:
+        terminalreporter.write_line(f"kept kernel cache: {config.stash[_RECORDED]}")
     reasons = config.stash.get(_NOT_BUNDLED, {})
     if reasons:
         terminalreporter.section("deselected: variants this build does not bundle")
