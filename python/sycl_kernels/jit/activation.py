@@ -24,7 +24,7 @@ def act_and_mul_spec(activation: str, dtype: DType, dim: int, tuned_for: str) ->
             t,
             str(dim),
             str(threads),
-            str(vec_width(dtype, tuned_for)),
+            str(vec_width(dtype, tuned_for, cpu_pairs=True)),
             str(ACTIVATIONS[activation]),
         ),
         params=(

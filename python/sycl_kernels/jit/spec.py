@@ -132,9 +132,17 @@ def leading_row_params(tensor: str) -> tuple[Param, ...]:
 TUNINGS = ("cpu", "gpu")
 
 
-def vec_width(dtype: DType, tuned_for: str) -> int:
-    """Elements a work-item moves per access (kernels/common/vec.hpp says why)."""
-    return 1 if tuned_for == "cpu" else 16 // dtype.size
+def vec_width(dtype: DType, tuned_for: str, *, cpu_pairs: bool = False) -> int:
+    """Elements a work-item moves per access (kernels/common/vec.hpp says why).
+
+    gpu: one 16-byte vector. cpu: one element, or with cpu_pairs one 32-bit SIMD
+    lane (a pair of 2-byte elements), which made the gated activations faster; the
+    norms keep one element: pairs change the order their sums of squares are taken
+    in, and made fp16 rows slower (docs/performance.md).
+    """
+    if tuned_for == "gpu":
+        return 16 // dtype.size
+    return 4 // dtype.size if cpu_pairs else 1
 
 
 def row_group_size(dtype: DType, row_length: int, tuned_for: str) -> int:
