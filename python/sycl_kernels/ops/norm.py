@@ -10,7 +10,12 @@ import torch
 
 from .. import _runtime
 from .._dtypes import DType
-from ..jit.norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
+from ..jit.norm import (
+    fused_add_rmsnorm_spec,
+    qknorm_heads_per_group,
+    qknorm_spec,
+    rmsnorm_spec,
+)
 from ._checks import (
     RowLayout,
     check_bool,
@@ -242,10 +247,12 @@ def _qknorm_launch(plan, q, k, q_weight, k_weight, eps, gemma) -> None:
     if plan is None:
         return
     dtype, weight_kind, q_rows, k_rows = plan
+    tuned_for = _runtime.tuning_of(q)
+    heads = q_rows.rows + k_rows.rows
     launch_groups(
-        qknorm_spec(dtype, q.shape[-1], _runtime.tuning_of(q), gemma, weight_kind),
+        qknorm_spec(dtype, q.shape[-1], tuned_for, gemma, weight_kind),
         _runtime.queue_of(q),
-        q_rows.rows + k_rows.rows,
+        -(-heads // qknorm_heads_per_group(tuned_for)),
         q.data_ptr(),
         *q_rows.strides[0],
         q_rows.middle_size,
@@ -258,6 +265,7 @@ def _qknorm_launch(plan, q, k, q_weight, k_weight, eps, gemma) -> None:
         address(q_weight),
         address(k_weight),
         float(eps),
+        heads,
     )
 
 
