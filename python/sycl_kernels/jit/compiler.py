@@ -4,8 +4,9 @@ A compile in a process of its own cannot take the caller down: the compiler and
 the device backend it drives have crashed on valid kernels before, and a crash,
 a hang or a rejected source all become a KernelCompileError here. The tool also
 builds the image for the device, so a backend crash shows there, before the
-caller loads the image. The wheel build runs the same tool with the same request
-format for the AOT variants.
+caller loads the image. compile_group_out_of_process runs it once for many kernels
+(jit/batch.py), one image each; the wheel build runs that form, with the same
+request format, for the AOT variants.
 """
 
 from __future__ import annotations
