@@ -119,7 +119,7 @@ def qknorm_heads_per_group(tuned_for: str) -> int:
 
     cpu: 4. A head (64 to 256 elements) is little work for a work-group there:
     4096 x (32+8) heads of 128 fp32 took 6.4 ms at one head a group, 5.0 ms at 4,
-    5.8 ms at 2 and 7.0-7.7 ms at 8 to 32 (bf16: 7.8 ms, within 7 % at every count).
+    5.8 ms at 2 and 7.0-7.7 ms at 8 to 32 (bf16: 7.8 ms, within 9 % at every count).
     gpu: 1, a work-group per head.
     """
     return 4 if tuned_for == "cpu" else 1
