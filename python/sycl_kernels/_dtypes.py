@@ -12,7 +12,9 @@ if TYPE_CHECKING:
     import torch
 
 
-@dataclass(frozen=True)
+# eq=False: the three entries below are the only instances, so identity is equality,
+# and hashing by identity keeps the ops' per-call spec lookups cheap.
+@dataclass(frozen=True, eq=False)
 class DType:
     torch_name: str
     short_name: str

@@ -90,9 +90,8 @@ def _layer(x, residual, norm_w, qkv_w, q_w, k_w, positions, cache, k_cache, v_ca
     return sycl_kernels.rmsnorm(mlp, torch.ones(128)) + emb.sum(), q.clone(), k.clone()
 
 
-def _layer_inputs():
+def _layer_inputs(tokens: int = 6):
     g = torch.Generator().manual_seed(1)
-    tokens = 6
     return [
         torch.randn(tokens, 128, generator=g),
         torch.randn(tokens, 128, generator=g),
@@ -104,7 +103,7 @@ def _layer_inputs():
         references.rope_cache(64, 64),
         torch.zeros(8, 1, 64),
         torch.zeros(8, 1, 64),
-        torch.tensor([7, 1, 0, 3, 5, 2]),
+        torch.tensor([7, 1, 0, 3, 5, 2])[:tokens],
         torch.randn(256, 256, generator=g) / 16,
     ]
 
@@ -120,3 +119,16 @@ def test_compiled_layer_matches_eager(backend: str) -> None:
     # The in-place effects (x, residual, KV caches) happen under compile as well.
     for a, b in zip(compiled_inputs, eager_inputs, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_compiled_with_dynamic_shapes_matches_eager() -> None:
+    """Symbolic token counts (serving engines compile so): the checks run on shapes
+    that cannot be hashed, and one graph serves every count."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_layer, fullgraph=True, dynamic=True, backend="aot_eager")
+    for tokens in (6, 5, 3):
+        eager_inputs, compiled_inputs = _layer_inputs(tokens), _layer_inputs(tokens)
+        want = _layer(*eager_inputs)
+        got = compiled(*compiled_inputs)
+        for a, b in zip((*got, *compiled_inputs), (*want, *eager_inputs), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)

@@ -143,6 +143,19 @@ def test_apply_rope_rejects_bad_input(change: dict, error: type[Exception], mess
     assert str(info.value).startswith("apply_rope(): ") and message in str(info.value)
 
 
+@pytest.mark.parametrize("tokens", [5, 300])  # read as a list up to 256, reduced above
+@pytest.mark.parametrize("batched", [False, True], ids=["1d", "2d"])
+@pytest.mark.parametrize("bad", [4096, -2])
+def test_a_position_out_of_range_is_found_anywhere(tokens: int, batched: bool, bad: int) -> None:
+    positions = torch.zeros(tokens, dtype=torch.int64)
+    positions[tokens // 2] = bad
+    q, k = torch.randn(tokens, 4, 64), torch.randn(tokens, 2, 64)
+    if batched:
+        positions, q, k = positions.view(1, tokens), q.unsqueeze(0), k.unsqueeze(0)
+    with pytest.raises(IndexError, match=f"positions holds {bad}; expected values in"):
+        sycl_kernels.apply_rope(positions, q, k, torch.zeros(4096, 64), True)
+
+
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [

@@ -54,8 +54,6 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
                           " arguments, got " + std::to_string(args.size()))
                              .c_str());
   }
-  const int32_t wanted_device =
-      queue.get().get_device().is_cpu() ? nb::device::cpu::value : nb::device::oneapi::value;
   std::vector<KernelArg> out(args.size());
   for (size_t index = 0; index < args.size(); ++index) {
     KernelArg& a = out[index];
@@ -77,6 +75,10 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
         }
         nb::ndarray<> array;
         if (!nb::try_cast(value, array)) throw fail("a tensor (DLPack)");
+        // Asked here, not once per launch: the ops' address launches never need it.
+        const int32_t wanted_device = queue.get().get_device().is_cpu()
+                                          ? nb::device::cpu::value
+                                          : nb::device::oneapi::value;
         if (array.device_type() != wanted_device) {
           throw nb::value_error((kernel.name() + "(): argument " + std::to_string(index) +
                                  " lives on a device the queue's " +

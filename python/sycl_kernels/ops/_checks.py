@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -20,6 +21,19 @@ def check_tensor(op: str, name: str, t: object) -> torch.Tensor:
     if t.layout is not torch.strided:
         raise ValueError(f"{op}(): {name} has layout {t.layout}; expected torch.strided")
     return t
+
+
+Meta = tuple[torch.Size, tuple[int, ...]]
+
+
+def tensor_meta(op: str, name: str, t: object) -> Meta:
+    """check_tensor, then t's shape and strides, read once.
+
+    Each read of a tensor's metadata costs 0.1-0.2 us, and a small op's whole host
+    budget is a few microseconds, so the checks below take these tuples.
+    """
+    check_tensor(op, name, t)
+    return t.shape, t.stride()  # type: ignore[union-attr]
 
 
 def check_float_dtype(op: str, name: str, t: torch.Tensor) -> DType:
@@ -42,17 +56,21 @@ def check_same(op: str, name: str, t: torch.Tensor, like_name: str, like: torch.
         )
 
 
-def check_shape(op: str, name: str, t: torch.Tensor, shape: tuple[int, ...], why: str) -> None:
-    if t.shape != shape:  # torch.Size equals the tuple of its sizes; no conversion
+def check_shape(
+    op: str, name: str, shape: tuple[int, ...], expected: tuple[int, ...], why: str
+) -> None:
+    if shape != expected:  # torch.Size equals the tuple of its sizes; no conversion
         raise ValueError(
-            f"{op}(): {name} has shape {tuple(t.shape)}; expected {tuple(shape)} ({why})"
+            f"{op}(): {name} has shape {tuple(shape)}; expected {tuple(expected)} ({why})"
         )
 
 
-def check_unit_last_stride(op: str, name: str, t: torch.Tensor) -> None:
-    if t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
+def check_unit_last_stride(
+    op: str, name: str, shape: tuple[int, ...], strides: tuple[int, ...]
+) -> None:
+    if shape and shape[-1] > 1 and strides[-1] != 1:
         raise ValueError(
-            f"{op}(): {name} has stride {t.stride(-1)} in its last dimension; expected 1 "
+            f"{op}(): {name} has stride {strides[-1]} in its last dimension; expected 1 "
             f"(call {name}.contiguous())"
         )
 
@@ -71,30 +89,42 @@ class RowLayout(NamedTuple):
     strides: tuple[tuple[int, int, int], ...]
 
 
-def row_layout(
-    op: str, width: int, tensors: tuple[tuple[str, torch.Tensor, bool], ...]
-) -> RowLayout:
+RowEntries = tuple[tuple[str, tuple[int, ...], bool], ...]
+
+
+def row_layout(op: str, width: int, shape: tuple[int, ...], tensors: RowEntries) -> RowLayout:
     """The rows of tensors of one shape [..., width] (unit last stride), without copying.
 
-    Each entry is (name, tensor, written). Leading dimensions are merged where every
-    tensor's strides allow; more than three that cannot merge are refused. Rows of
-    a written tensor must not overlap (an expanded tensor, say): work-groups would
-    write the same memory at once.
+    shape is that shape: only its leading dimensions are read (and it is quoted in
+    errors). Each entry is (name, strides, written). Leading dimensions are merged
+    where every tensor's strides allow; more than three that cannot merge are
+    refused. Rows of a written tensor must not overlap (an expanded tensor, say):
+    work-groups would write the same memory at once.
+
+    Memoized: a layout costs 1-4 us to work out and a call's whole host budget is a
+    few. Symbolic shapes (torch.compile's fake tensors) cannot be hashed, and are
+    worked out each time.
     """
-    first = tensors[0][1]
-    if first.dim() == 2:  # the common case, without the general merge below
-        rows = first.shape[0]
-        strides = tuple((0, 0, t.stride(0)) for _, t, _ in tensors)
-        for (name, _t, written), (_, _, stride) in zip(tensors, strides, strict=True):
+    try:
+        return _memoized_row_layout(op, width, shape, tensors)
+    except TypeError:  # unhashable: the layout itself raises only ValueError
+        return _row_layout(op, width, shape, tensors)
+
+
+def _row_layout(op: str, width: int, shape: tuple[int, ...], tensors: RowEntries) -> RowLayout:
+    if len(shape) == 2:  # the common case, without the general merge below
+        rows = shape[0]
+        strides = tuple((0, 0, s[0]) for _, s, _ in tensors)
+        for name, s, written in tensors:
             if written:
-                check_disjoint_rows(op, name, rows, stride, width)
+                check_disjoint_rows(op, name, rows, s[0], width)
         return RowLayout(rows, 1, 1 if rows == 0 else rows, strides)
     merged: list[tuple[int, list[int]]] = []
-    for dim in range(first.dim() - 1):
-        size = first.shape[dim]
+    for dim in range(len(shape) - 1):
+        size = shape[dim]
         if size == 1:
             continue
-        dim_strides = [t.stride(dim) for _, t, _ in tensors]
+        dim_strides = [s[dim] for _, s, _ in tensors]
         if merged and all(
             outer == size * inner for outer, inner in zip(merged[-1][1], dim_strides, strict=True)
         ):
@@ -104,25 +134,28 @@ def row_layout(
     if len(merged) > 3:
         names = " and ".join(name for name, _, _ in tensors)
         raise ValueError(
-            f"{op}(): {names} of shape {tuple(first.shape)} and strides {first.stride()} have "
+            f"{op}(): {names} of shape {tuple(shape)} and strides {tensors[0][1]} have "
             f"{len(merged)} leading dimensions that cannot be merged; expected at most 3 "
             f"(call .contiguous())"
         )
     merged = [(1, [0] * len(tensors))] * (3 - len(merged)) + merged
-    for index, (name, t, written) in enumerate(tensors):
+    for index, (name, s, written) in enumerate(tensors):
         if written:
             extent = width
-            for stride, size in sorted((s[index], n) for n, s in merged if n > 1):
+            for stride, size in sorted((m[index], n) for n, m in merged if n > 1):
                 if stride < extent:
                     raise ValueError(
                         f"{op}(): {name} is written but its rows overlap (shape "
-                        f"{tuple(t.shape)}, strides {t.stride()}); expected a tensor with its "
+                        f"{tuple(shape)}, strides {s}); expected a tensor with its "
                         "own memory per row"
                     )
                 extent += stride * (size - 1)
     rows = merged[0][0] * merged[1][0] * merged[2][0]
-    strides = tuple(tuple(s[i] for _, s in merged) for i in range(len(tensors)))
+    strides = tuple(tuple(m[i] for _, m in merged) for i in range(len(tensors)))
     return RowLayout(rows, merged[1][0], merged[2][0], strides)  # type: ignore[arg-type]
+
+
+_memoized_row_layout = functools.lru_cache(maxsize=4096)(_row_layout)
 
 
 def check_disjoint_rows(op: str, name: str, rows: int, row_stride: int, row_size: int) -> None:

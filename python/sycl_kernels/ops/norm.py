@@ -17,16 +17,18 @@ from ..jit.norm import (
     rmsnorm_spec,
 )
 from ._checks import (
+    Meta,
+    RowEntries,
     RowLayout,
     check_bool,
     check_float_dtype,
     check_number,
     check_same,
     check_shape,
-    check_tensor,
     check_unit_last_stride,
     contiguous_row_strides,
     row_layout,
+    tensor_meta,
 )
 from ._launch import address, launch_groups
 from ._op import define_op
@@ -45,7 +47,7 @@ def _check_weight(
     default x's last dimension); returns its kind (jit.norm.WEIGHT_KINDS)."""
     if weight is None:
         return "none"
-    check_tensor(op, name, weight)
+    shape, strides = tensor_meta(op, name, weight)
     if weight.dtype != x.dtype and weight.dtype != torch.float32:
         raise TypeError(
             f"{op}(): {name} has dtype {weight.dtype}; expected {x_name}'s dtype {x.dtype} "
@@ -56,24 +58,25 @@ def _check_weight(
             f"{op}(): {name} is on {weight.device} but {x_name} is on {x.device}; "
             "expected the same device"
         )
-    check_shape(op, name, weight, (width,), why or f"{x_name}.shape[-1]")
-    check_unit_last_stride(op, name, weight)
+    check_shape(op, name, shape, (width,), why or f"{x_name}.shape[-1]")
+    check_unit_last_stride(op, name, shape, strides)
     return "dtype" if weight.dtype == x.dtype else "fp32"
 
 
 def _check_rows(
     op: str, x: torch.Tensor, weight: torch.Tensor | None, eps: float
-) -> tuple[int, DType, str]:
-    """Checks x [..., hidden] and weight [hidden]; returns hidden, the dtype, the weight kind."""
-    check_tensor(op, "x", x)
+) -> tuple[Meta, DType, str]:
+    """Checks x [..., hidden] and weight [hidden]; returns x's metadata, the dtype, the
+    weight kind."""
+    meta = tensor_meta(op, "x", x)
+    shape = meta[0]
     dtype = check_float_dtype(op, "x", x)
-    if x.dim() == 0:
+    if not shape:
         raise ValueError(f"{op}(): x is a 0-d tensor; expected at least 1 dimension (hidden)")
-    hidden = x.shape[-1]
-    weight_kind = _check_weight(op, "weight", weight, x, hidden, "x")
+    weight_kind = _check_weight(op, "weight", weight, x, shape[-1], "x")
     check_number(op, "eps", eps, minimum=0)
-    check_unit_last_stride(op, "x", x)
-    return hidden, dtype, weight_kind
+    check_unit_last_stride(op, "x", *meta)
+    return meta, dtype, weight_kind
 
 
 def _rmsnorm_form(
@@ -94,16 +97,17 @@ def _define_rmsnorm(op: str, gemma: bool):
         eps: float = 1e-6,
         out: torch.Tensor | None = None,
     ) -> tuple[DType, str, RowLayout] | None:
-        hidden, dtype, weight_kind = _check_rows(op, x, weight, eps)
+        (shape, strides), dtype, weight_kind = _check_rows(op, x, weight, eps)
+        rows: RowEntries = (("x", strides, False),)
         if out is not None:
-            check_tensor(op, "out", out)
+            out_shape, out_strides = tensor_meta(op, "out", out)
             check_same(op, "out", out, "x", x)
-            check_shape(op, "out", out, x.shape, "x.shape")
-            check_unit_last_stride(op, "out", out)
+            check_shape(op, "out", out_shape, shape, "x.shape")
+            check_unit_last_stride(op, "out", out_shape, out_strides)
+            rows += (("out", out_strides, True),)
         if x.numel() == 0:
             return None
-        rows = (("x", x, False),) if out is None else (("x", x, False), ("out", out, True))
-        return dtype, weight_kind, row_layout(op, hidden, rows)
+        return dtype, weight_kind, row_layout(op, shape[-1], shape, rows)
 
     def launch(plan, x, weight, eps, out) -> None:
         if plan is None:
@@ -149,15 +153,17 @@ def _define_fused_add_rmsnorm(op: str, gemma: bool):
         eps: float = 1e-6,
         rounded_sum: bool = True,
     ) -> tuple[DType, str, RowLayout] | None:
-        hidden, dtype, weight_kind = _check_rows(op, x, weight, eps)
-        check_tensor(op, "residual", residual)
+        (shape, strides), dtype, weight_kind = _check_rows(op, x, weight, eps)
+        residual_shape, residual_strides = tensor_meta(op, "residual", residual)
         check_same(op, "residual", residual, "x", x)
-        check_shape(op, "residual", residual, x.shape, "x.shape")
-        check_unit_last_stride(op, "residual", residual)
+        check_shape(op, "residual", residual_shape, shape, "x.shape")
+        check_unit_last_stride(op, "residual", residual_shape, residual_strides)
         check_bool(op, "rounded_sum", rounded_sum)
         if x.numel() == 0:
             return None
-        layout = row_layout(op, hidden, (("x", x, True), ("residual", residual, True)))
+        layout = row_layout(
+            op, shape[-1], shape, (("x", strides, True), ("residual", residual_strides, True))
+        )
         return dtype, weight_kind, layout
 
     def launch(plan, x, residual, weight, eps, rounded_sum) -> None:
@@ -193,21 +199,21 @@ def _qknorm_check(
     gemma: bool = False,
 ) -> tuple[DType, str, RowLayout, RowLayout] | None:
     op = "qknorm"
-    check_tensor(op, "q", q)
-    check_tensor(op, "k", k)
+    q_shape, q_strides = tensor_meta(op, "q", q)
+    k_shape, k_strides = tensor_meta(op, "k", k)
     dtype = check_float_dtype(op, "q", q)
     check_same(op, "k", k, "q", q)
     if q is k:
         raise ValueError(f"{op}(): q and k share memory; expected the heads of two tensors")
-    if q.dim() == 0:
+    if not q_shape:
         raise ValueError(f"{op}(): q is a 0-d tensor; expected [..., head_dim]")
-    head_dim = q.shape[-1]
-    if k.dim() == 0 or k.shape[-1] != head_dim:
+    head_dim = q_shape[-1]
+    if not k_shape or k_shape[-1] != head_dim:
         raise ValueError(
-            f"{op}(): k has shape {tuple(k.shape)}; expected [..., {head_dim}] (q's head_dim)"
+            f"{op}(): k has shape {tuple(k_shape)}; expected [..., {head_dim}] (q's head_dim)"
         )
-    check_unit_last_stride(op, "q", q)
-    check_unit_last_stride(op, "k", k)
+    check_unit_last_stride(op, "q", q_shape, q_strides)
+    check_unit_last_stride(op, "k", k_shape, k_strides)
     weight_kind = check_qk_weights(op, q, q_weight, k_weight, head_dim)
     check_number(op, "eps", eps, minimum=0)
     check_bool(op, "gemma", gemma)
@@ -216,8 +222,8 @@ def _qknorm_check(
     return (
         dtype,
         weight_kind,
-        row_layout(op, head_dim, (("q", q, True),)),
-        row_layout(op, head_dim, (("k", k, True),)),
+        row_layout(op, head_dim, q_shape, (("q", q_strides, True),)),
+        row_layout(op, head_dim, k_shape, (("k", k_strides, True),)),
     )
 
 

@@ -30,40 +30,48 @@ _POSITION_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
 _LAYOUTS = ("NHD", "HND")
 
 
+# A tensor's heads as [batch, seq, heads, head_dim]: that shape and its strides, as a
+# view would have them (computed, not viewed: each view costs about 1 us).
+_Heads = tuple[tuple[int, ...], tuple[int, ...]]
+
+
 class _Plan(NamedTuple):
     dtype: DType
     cache_dtype: DType
     width: int
-    positions: torch.Tensor  # [batch, seq], broadcast dimensions with stride 0
-    q: torch.Tensor  # [batch, seq, heads, head_dim] views of the arguments
-    k: torch.Tensor | None
-    v: torch.Tensor | None
+    positions_strides: tuple[int, ...]  # of positions as [batch, seq], broadcast ones 0
+    q: _Heads
+    k: _Heads | None
+    v: _Heads | None
 
 
-def _heads_view(
-    op: str, name: str, t: torch.Tensor, head_size: int | None, layout: str
-) -> torch.Tensor:
-    """t as a [batch, seq, heads, head_dim] view (no copy), from any accepted layout."""
-    check_unit_last_stride(op, name, t)
-    if t.dim() == 2:
+def _heads(op: str, name: str, t: torch.Tensor, head_size: int | None, layout: str) -> _Heads:
+    """t's heads as [batch, seq, heads, head_dim], from any accepted layout."""
+    shape, strides = t.shape, t.stride()
+    check_unit_last_stride(op, name, shape, strides)
+    if len(shape) == 2:
         if head_size is None:
             raise ValueError(f"{op}(): {name} is 2-D [tokens, heads * head_size]; pass head_size=")
-        if layout != "NHD" or t.shape[1] % head_size:
+        if layout != "NHD" or shape[1] % head_size:
             raise ValueError(
-                f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads * "
+                f"{op}(): {name} has shape {tuple(shape)}; expected [tokens, heads * "
                 f"{head_size}] (layout NHD)"
             )
-        return t.unflatten(1, (t.shape[1] // head_size, head_size)).unsqueeze(0)
-    if t.dim() not in (3, 4):
+        heads = (1, shape[0], shape[1] // head_size, head_size)
+        return heads, (0, strides[0], head_size * strides[1], strides[1])
+    if len(shape) not in (3, 4):
         raise ValueError(
-            f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads * head_size], "
+            f"{op}(): {name} has shape {tuple(shape)}; expected [tokens, heads * head_size], "
             "[tokens, heads, head_size] or [batch, seq, heads, head_size] (or their HND forms)"
         )
-    if head_size is not None and t.shape[-1] != head_size:
-        raise ValueError(f"{op}(): {name} has head size {t.shape[-1]} but head_size is {head_size}")
-    if t.dim() == 3:
-        t = t.unsqueeze(0)
-    return t.transpose(1, 2) if layout == "HND" else t
+    if head_size is not None and shape[-1] != head_size:
+        raise ValueError(f"{op}(): {name} has head size {shape[-1]} but head_size is {head_size}")
+    if len(shape) == 3:  # one batch; its stride is never used
+        shape, strides = (1, *shape), (0, *strides)
+    if layout == "HND":
+        shape = (shape[0], shape[2], shape[1], shape[3])
+        strides = (strides[0], strides[2], strides[1], strides[3])
+    return tuple(shape), strides
 
 
 def _check_rotation(
@@ -94,13 +102,13 @@ def _check_rotation(
         raise TypeError(f"{op}(): layout must be a str, got {type(layout).__name__}")
     if layout not in _LAYOUTS:
         raise ValueError(f"{op}(): layout is {layout!r}; expected 'NHD' or 'HND'")
-    q4 = _heads_view(op, "q", q, head_size, layout)
-    batch, seq, _, head_dim = q4.shape
-    token_shape = tuple(q4.shape[1:2]) if q.dim() <= 3 else tuple(q4.shape[:2])
+    q4 = _heads(op, "q", q, head_size, layout)
+    batch, seq, _, head_dim = q4[0]
+    token_shape = (seq,) if q.dim() <= 3 else (batch, seq)
     k4 = None
     if k is not None:
-        k4 = _heads_view(op, "k", k, head_size, layout)
-        if k.dim() != q.dim() or k4.shape[:2] != q4.shape[:2] or k4.shape[3] != head_dim:
+        k4 = _heads(op, "k", k, head_size, layout)
+        if k.dim() != q.dim() or k4[0][:2] != q4[0][:2] or k4[0][3] != head_dim:
             raise ValueError(
                 f"{op}(): k has shape {tuple(k.shape)}; expected q's tokens and head size "
                 f"(q has shape {tuple(q.shape)}, layout {layout})"
@@ -111,13 +119,18 @@ def _check_rotation(
         )
     if positions.device != q.device:
         raise ValueError(f"{op}(): positions is on {positions.device} but q is on {q.device}")
-    try:
-        positions2d = positions.expand(token_shape).view(batch, seq)
-    except RuntimeError:
-        raise ValueError(
-            f"{op}(): positions has shape {tuple(positions.shape)}; expected the token "
-            f"dimensions {token_shape} of q, or a shape that broadcasts to them"
-        ) from None
+    if positions.shape == token_shape:  # no broadcast: [batch, seq] without a view
+        positions_strides = positions.stride()
+        if len(positions_strides) == 1:  # one batch; its stride is never used
+            positions_strides = (0, *positions_strides)
+    else:
+        try:
+            positions_strides = positions.expand(token_shape).view(batch, seq).stride()
+        except RuntimeError:
+            raise ValueError(
+                f"{op}(): positions has shape {tuple(positions.shape)}; expected the token "
+                f"dimensions {token_shape} of q, or a shape that broadcasts to them"
+            ) from None
     cache_dtype = check_float_dtype(op, "cos_sin_cache", cos_sin_cache)
     if cos_sin_cache.dtype not in (torch.float32, q.dtype):
         raise TypeError(
@@ -151,13 +164,13 @@ def _check_rotation(
                 f"{op}(): v, k_cache, v_cache and out_loc go together, with k; some are None"
             )
         v4 = _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout)
-    if q4.numel() == 0:
+    if q.numel() == 0:
         return None
     # Overlapping heads would be rotated twice at once (an expanded q, say).
-    row_layout(op, head_dim, (("q", q4, True),))
-    if k4 is not None and k4.numel():
-        row_layout(op, head_dim, (("k", k4, True),))
-    return _Plan(dtype, cache_dtype, width, positions2d, q4, k4, v4)
+    row_layout(op, head_dim, q4[0], (("q", q4[1], True),))
+    if k4 is not None and k.numel():
+        row_layout(op, head_dim, k4[0], (("k", k4[1], True),))
+    return _Plan(dtype, cache_dtype, width, positions_strides, q4, k4, v4)
 
 
 def _check(
@@ -191,13 +204,13 @@ def _check(
     )
 
 
-def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -> torch.Tensor:
+def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -> _Heads:
     for name, t in (("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("out_loc", out_loc)):
         check_tensor(op, name, t)
     check_same(op, "v", v, "q", q)
-    check_shape(op, "v", v, tuple(k.shape), "k.shape")
-    v4 = _heads_view(op, "v", v, k4.shape[3], layout)
-    _, _, num_k_heads, head_dim = k4.shape
+    check_shape(op, "v", v.shape, k.shape, "k.shape")
+    v4 = _heads(op, "v", v, k4[0][3], layout)
+    _, _, num_k_heads, head_dim = k4[0]
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         check_same(op, name, cache, "q", q)
         if (
@@ -209,12 +222,12 @@ def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -
                 f"{op}(): {name} has shape {tuple(cache.shape)}, strides {cache.stride()}; "
                 f"expected a contiguous [slots, {num_k_heads}, {head_dim}] tensor"
             )
-    check_shape(op, "v_cache", v_cache, tuple(k_cache.shape), "k_cache.shape")
+    check_shape(op, "v_cache", v_cache.shape, k_cache.shape, "k_cache.shape")
     if out_loc.dtype != torch.int64:
         raise TypeError(f"{op}(): out_loc has dtype {out_loc.dtype}; expected torch.int64")
     if out_loc.device != q.device:
         raise ValueError(f"{op}(): out_loc is on {out_loc.device} but q is on {q.device}")
-    check_shape(op, "out_loc", out_loc, token_shape, "q's token dimensions")
+    check_shape(op, "out_loc", out_loc.shape, token_shape, "q's token dimensions")
     if not out_loc.is_contiguous():
         raise ValueError(f"{op}(): out_loc has strides {out_loc.stride()}; expected contiguous")
     return v4
@@ -224,9 +237,15 @@ def _check_range(
     op: str, name: str, index: torch.Tensor, size: int, what: str, allow_negative: bool = False
 ) -> None:
     """On CPU tensors only: on an XPU the check would wait for the device."""
-    if index.numel() == 0:
+    count = index.numel()
+    if count == 0:
         return
-    low, high = int(index.min()), int(index.max())
+    if count <= 256 and index.dim() == 1:
+        # A decode step's few positions: a list costs ~0.9 us, a reduction ~2.2 us.
+        values = index.tolist()
+        low, high = min(values), max(values)
+    else:
+        low, high = (int(v) for v in torch.aminmax(index))
     if high >= size or (low < 0 and not allow_negative):
         bad = high if high >= size else low
         allowed = f"[{'-inf' if allow_negative else 0}, {size})"
@@ -237,7 +256,10 @@ def _launch_args(
     op: str,
     plan: _Plan,
     positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor | None,
     cos_sin_cache: torch.Tensor,
+    v: torch.Tensor | None,
     k_cache: torch.Tensor | None,
     v_cache: torch.Tensor | None,
     out_loc: torch.Tensor | None,
@@ -248,15 +270,17 @@ def _launch_args(
         _check_range(op, "positions", positions, cos_sin_cache.shape[0], "cos_sin_cache.shape[0]")
         if out_loc is not None:
             _check_range(op, "out_loc", out_loc, k_cache.shape[0], "k_cache.shape[0]", True)
-    batch, seq, num_q_heads, _ = plan.q.shape
-    num_k_heads = 0 if plan.k is None else plan.k.shape[2]
+    # The [batch, seq, heads, head_dim] forms only renumber their tensors' dimensions:
+    # the tensors' own addresses are theirs.
+    (batch, seq, num_q_heads, _), q_strides = plan.q
+    num_k_heads = 0 if plan.k is None else plan.k[0][2]
     # Without k, no work-group reads it; q stands in for a valid address.
-    k4 = plan.q if plan.k is None else plan.k
-    args: list[object] = [plan.positions.data_ptr(), *plan.positions.stride(), seq]
-    args += [plan.q.data_ptr(), *plan.q.stride()[:3], num_q_heads]
-    args += [k4.data_ptr(), *k4.stride()[:3], num_k_heads, cos_sin_cache.data_ptr()]
+    k_address, k_strides = (q.data_ptr(), q_strides) if k is None else (k.data_ptr(), plan.k[1])
+    args: list[object] = [positions.data_ptr(), *plan.positions_strides, seq]
+    args += [q.data_ptr(), *q_strides[:3], num_q_heads]
+    args += [k_address, *k_strides[:3], num_k_heads, cos_sin_cache.data_ptr()]
     if out_loc is not None:
-        args += [plan.v.data_ptr(), *plan.v.stride()[:3], k_cache.data_ptr()]
+        args += [v.data_ptr(), *plan.v[1][:3], k_cache.data_ptr()]
         args += [v_cache.data_ptr(), out_loc.data_ptr()]
     return batch * seq * (num_q_heads + num_k_heads), args
 
@@ -278,10 +302,12 @@ def _launch(
 ) -> None:
     if plan is None:
         return
-    groups, args = _launch_args(_OP, plan, positions, cos_sin_cache, k_cache, v_cache, out_loc)
+    groups, args = _launch_args(
+        _OP, plan, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc
+    )
     spec = rope_spec(
         plan.dtype,
-        plan.q.shape[3],
+        plan.q[0][3],
         plan.width,
         is_neox,
         _POSITION_DTYPES[positions.dtype],
@@ -420,11 +446,11 @@ def _qknorm_rope_launch(
         return
     rope, weight_kind = plan
     groups, args = _launch_args(
-        _QKNORM_ROPE, rope, positions, cos_sin_cache, k_cache, v_cache, out_loc
+        _QKNORM_ROPE, rope, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc
     )
     spec = qknorm_rope_spec(
         rope.dtype,
-        rope.q.shape[3],
+        rope.q[0][3],
         rope.width,
         is_neox,
         _POSITION_DTYPES[positions.dtype],
