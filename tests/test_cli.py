@@ -148,6 +148,7 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
     overhead = document["host_overhead_us"]
     assert set(overhead) == {
         "sycl_kernels.rmsnorm(x, w, eps, out=out)",
+        "torch.ops.sycl_kernels.rmsnorm_out (the dispatcher, as compiled graphs call it)",
         "torch rms_norm",
         "- checks",
         "- spec and kernel lookup",
@@ -155,9 +156,10 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
         "Kernel.launch (tensors through DLPack, jit.load's path)",
     }
     assert all(us > 0 for us in overhead.values())
-    # Each part is a part of the whole call, so it takes less.
-    parts = [v for k, v in overhead.items() if k.startswith("- ")]
-    assert max(parts) < overhead["sycl_kernels.rmsnorm(x, w, eps, out=out)"]
+    # The host-side parts are a fraction of the whole call. (Not the launch: timed
+    # alone, back to back, the device's wake-ups can make it slower than whole calls.)
+    whole = overhead["sycl_kernels.rmsnorm(x, w, eps, out=out)"]
+    assert overhead["- checks"] < whole and overhead["- spec and kernel lookup"] < whole
     assert set(document["kernel_latency_ms"]) == {
         "cold JIT compile (first call)",
         "disk cache, SPIR-V (first call)",

@@ -152,9 +152,11 @@ def copy_bandwidth(device: torch.device, megabytes: int) -> tuple[float, float]:
 def host_overhead(repeats: int) -> dict[str, float]:
     """Microseconds per call of a 1 x 64 fp32 rmsnorm: the whole call by path, then its parts.
 
-    The parts are what the public call does in order: the checks (ops/_op.py's
-    `check`, metadata only), the spec and loaded-kernel lookup, and the host
-    module's launch (argument marshalling, submit, and the wait for the CPU device).
+    The dispatcher's path (torch.ops) runs the same checks and launch behind torch's
+    custom-op machinery. The parts are what the public call does in order: the
+    checks (ops/_op.py's `check`, metadata only), the spec and loaded-kernel lookup,
+    and the host module's launch (argument marshalling, submit, and the wait for the
+    CPU device).
     """
     x, w = torch.randn(1, 64), torch.randn(64)
     out = torch.empty_like(x)
@@ -169,6 +171,9 @@ def host_overhead(repeats: int) -> dict[str, float]:
 
     paths = {
         "sycl_kernels.rmsnorm(x, w, eps, out=out)": lambda: ops.rmsnorm(x, w, eps, out=out),
+        "torch.ops.sycl_kernels.rmsnorm_out (the dispatcher, as compiled graphs call it)": (
+            lambda: torch.ops.sycl_kernels.rmsnorm_out(x, w, eps, out)
+        ),
         "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, eps),
         "- checks": lambda: norm_ops._rmsnorm.check(x, w, eps, out),
         "- spec and kernel lookup": lambda: get_kernel(
