@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 from .._dtypes import DType
 from .spec import KernelSpec, Param, leading_row_params, row_group_size, vec_width
@@ -136,12 +137,28 @@ def fused_add_rmsnorm_spec(
     )
 
 
+def qknorm_group_size(dtype: DType, head_dim: int, tuned_for: str) -> int:
+    """Work-items of a qknorm work-group.
+
+    cpu: 16, one SIMD vector of the CPU device, or the largest power of two below it
+    that divides head_dim (a partial last step risks the OpenCL CPU backend crash
+    row_group_size avoids). Heads of 128, against row_group_size's 128 work-items
+    (compare.py, CPU time): 32 took 0.63-0.97x, 16 a further 0.86-0.96x, 8 2.5-5x
+    more (below the vector width).
+    gpu: row_group_size.
+    """
+    if tuned_for == "cpu":
+        return math.gcd(head_dim, 16)
+    return row_group_size(dtype, head_dim, tuned_for)
+
+
 def qknorm_heads_per_group(tuned_for: str) -> int:
     """Heads one qknorm work-group normalizes, one after another.
 
     cpu: 4. A head (64 to 256 elements) is little work for a work-group there:
     4096 x (32+8) heads of 128 fp32 took 6.4 ms at one head a group, 5.0 ms at 4,
-    5.8 ms at 2 and 7.0-7.7 ms at 8 to 32 (bf16: 7.8 ms, within 9 % at every count).
+    5.8 ms at 2 and 7.0-7.7 ms at 8 to 32 (bf16: 7.8 ms, within 9 % at every count),
+    with 128 work-items a group; with 32, 8 heads measured as 4.
     gpu: 1, a work-group per head.
     """
     return 4 if tuned_for == "cpu" else 1
@@ -153,7 +170,7 @@ def qknorm_spec(
 ) -> KernelSpec:
     t = dtype.cpp_type
     weight_type, weight_suffix = norm_weight(dtype, weight)
-    threads = row_group_size(dtype, head_dim, tuned_for)
+    threads = qknorm_group_size(dtype, head_dim, tuned_for)
     rows = tuple(
         p
         for name in ("q", "k")
