@@ -119,3 +119,34 @@ def test_ops_without_a_gradient_raise_under_grad_and_run_without(name: str, call
     for mode in (torch.no_grad, torch.inference_mode):
         with mode():
             call(t)
+
+
+def _written_in_place(path: str, saved: torch.Tensor, which: str) -> None:
+    """Writes `saved` through one op that writes in place or into out=, by `path`."""
+    x, w = torch.randn(3, 64), torch.randn(64)
+    public = path == "public"
+    if which == "rmsnorm out=":
+        if public:
+            sycl_kernels.rmsnorm(x, w, 1e-6, out=saved)
+        else:
+            torch.ops.sycl_kernels.rmsnorm_out(x, w, 1e-6, saved)
+    elif which == "fused_add_rmsnorm residual":
+        op = sycl_kernels.fused_add_rmsnorm if public else torch.ops.sycl_kernels.fused_add_rmsnorm
+        op(x, saved, w, 1e-6)
+    else:  # qknorm's k
+        q, qk_w = torch.randn(3, 4, 16), torch.randn(16)
+        op = sycl_kernels.qknorm if public else torch.ops.sycl_kernels.qknorm
+        op(q, saved.view(3, 4, 16), qk_w, qk_w, 1e-6)
+
+
+@pytest.mark.parametrize("path", ["public", "torch.ops"])
+@pytest.mark.parametrize("which", ["rmsnorm out=", "fused_add_rmsnorm residual", "qknorm k"])
+def test_a_tensor_saved_for_backward_then_written_is_refused(which: str, path: str) -> None:
+    """The ops write through raw addresses, so they bump the written tensors' versions
+    themselves, as torch's in-place ops do: autograd must not use the changed values."""
+    a = torch.randn(3, 64, requires_grad=True)
+    saved = torch.randn(3, 64)
+    loss = (a * saved).sum()  # saves `saved` for a's gradient
+    _written_in_place(path, saved, which)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -26,6 +26,7 @@ wrong gradient. ``out=`` variants and in-place ops are of the second kind.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -66,12 +67,43 @@ def _custom_op(
     body.__name__ = body.__qualname__ = name
     op = torch.library.custom_op(f"{OP_NAMESPACE}::{name}", mutates_args=tuple(mutates))(body)
     op.register_fake(fake)
+    if mutates:
+        _bump_versions(op, mutates)
     return op
 
 
-# Holds the Autograd kernels of the ops that refuse gradients (a registration lives
-# as long as its Library).
-_AUTOGRAD_KERNELS = torch.library.Library(OP_NAMESPACE, "IMPL")
+# Holds the kernels registered here over torch.library's: the Autograd kernels of the
+# ops that refuse gradients, the mutating ops' ADInplaceOrView kernels (a
+# registration lives as long as its Library).
+_KERNELS = torch.library.Library(OP_NAMESPACE, "IMPL")
+
+
+def _bump_versions(op: Any, mutates: Sequence[str]) -> None:
+    """Gives a mutating op an ADInplaceOrView kernel that knows where its mutated
+    arguments are.
+
+    Like torch.library's own, it bumps their version counters (so autograd refuses
+    a tensor saved for backward and changed since) and passes the call on; torch's
+    first completes every argument with its default to find them, about 5 us of a
+    call through the dispatcher (torch.ops, compiled graphs), inference mode too.
+    """
+    overload = op._opoverload
+    arguments = [a.name for a in overload._schema.arguments]
+    mutated = [(arguments.index(name), name) for name in mutates]
+    after = torch._C._after_ADInplaceOrView_keyset
+    bump = torch.autograd.graph.increment_version
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        for position, name in mutated:
+            # Left out by the dispatcher when it equals its default (None).
+            t = args[position] if position < len(args) else kwargs.get(name)
+            if t is not None:
+                bump(t)
+        return overload.redispatch(keyset & after, *args, **kwargs)
+
+    # A torch without allow_override raises TypeError: its own kernel stays.
+    with contextlib.suppress(TypeError):
+        _KERNELS.impl(op._name, kernel, "ADInplaceOrView", with_keyset=True, allow_override=True)
 
 
 def _refuse_gradient(op: Any, op_name: str, tensor_names: Sequence[str], why: str) -> None:
@@ -103,7 +135,7 @@ def _refuse_gradient(op: Any, op_name: str, tensor_names: Sequence[str], why: st
         with torch._C._AutoDispatchBelowAutograd():
             return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
 
-    _AUTOGRAD_KERNELS.impl(op._name, autograd_kernel, "Autograd", with_keyset=True)
+    _KERNELS.impl(op._name, autograd_kernel, "Autograd", with_keyset=True)
 
 
 def _register_gradient(
@@ -160,6 +192,8 @@ def define_op(
         i for i, p in enumerate(params) if p != "out" and "Tensor" in str(signature.parameters[p])
     ]
     tensor_names = [params[i] for i in tensor_positions]
+    mutated_positions = [params.index(name) for name in mutates]
+    bump_version = torch.autograd.graph.increment_version
     functional = None
     writing = None
 
@@ -255,8 +289,13 @@ def define_op(
         if torch.compiler.is_compiling():
             return through_the_op(args)
         plan = check(*args)
+        # Written tensors get their version bumped, as torch's in-place ops do (and the
+        # dispatcher's path does): autograd then refuses one it saved and we changed.
         if new_output is None:
             launch(plan, *args)
+            for i in mutated_positions:
+                if args[i] is not None:
+                    bump_version(args[i])
             return None
         if not has_out:
             out = new_output(*args)
@@ -269,6 +308,7 @@ def define_op(
             launch(plan, *inputs, out)
             return out
         launch(plan, *args)
+        bump_version(out)
         return out
 
     run.__name__ = run.__qualname__ = name
