@@ -29,6 +29,8 @@ SHAPES = {
     "rmsnorm": lambda tokens: (tokens, 4096),
     "fused_add_rmsnorm": lambda tokens: (tokens, 4096),
     "qknorm": lambda tokens: (tokens, 40, 128),
+    "apply_rope": lambda tokens: (tokens, 40, 128),
+    "qknorm_rope": lambda tokens: (tokens, 40, 128),
 }
 ROUND_SECONDS = 0.05  # calls per round: enough for about this long
 
@@ -54,6 +56,18 @@ def _worker() -> None:
                 calls[key] = lambda x=x, r=residual, w=w: sk.fused_add_rmsnorm(x, r, w, 1e-6)
             elif op == "qknorm":
                 calls[key] = lambda q=x[:, :32], k=x[:, 32:], w=w: sk.qknorm(q, k, w, w, 1e-6)
+            elif op in ("apply_rope", "qknorm_rope"):
+                positions = torch.arange(int(tokens))
+                cache = torch.randn(int(tokens), x.shape[-1])  # cos, sin: any values time alike
+                q, k = x[:, :32], x[:, 32:]
+                if op == "apply_rope":
+                    calls[key] = lambda p=positions, q=q, k=k, c=cache: sk.apply_rope(
+                        p, q, k, c, True
+                    )
+                else:
+                    calls[key] = lambda p=positions, q=q, k=k, w=w, c=cache: sk.qknorm_rope(
+                        p, q, k, w, w, c, True
+                    )
             else:
                 out = torch.empty(*x.shape[:-1], x.shape[-1] // 2, dtype=x.dtype)
                 gated = getattr(sk, op)
