@@ -26,7 +26,6 @@ wrong gradient. ``out=`` variants and in-place ops are of the second kind.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,6 +76,13 @@ def _custom_op(
 # registration lives as long as its Library).
 _KERNELS = torch.library.Library(OP_NAMESPACE, "IMPL")
 
+# Whether this torch lets a registered kernel be replaced (and names the keys past
+# ADInplaceOrView); where it does not, torch.library's own kernels stay.
+_CAN_REPLACE_KERNELS = (
+    hasattr(torch._C, "_after_ADInplaceOrView_keyset")
+    and "allow_override" in inspect.signature(torch.library.Library.impl).parameters
+)
+
 
 def _bump_versions(op: Any, mutates: Sequence[str]) -> None:
     """Gives a mutating op an ADInplaceOrView kernel that knows where its mutated
@@ -87,6 +93,8 @@ def _bump_versions(op: Any, mutates: Sequence[str]) -> None:
     first completes every argument with its default to find them, about 5 us of a
     call through the dispatcher (torch.ops, compiled graphs), inference mode too.
     """
+    if not _CAN_REPLACE_KERNELS:
+        return
     overload = op._opoverload
     arguments = [a.name for a in overload._schema.arguments]
     mutated = [(arguments.index(name), name) for name in mutates]
@@ -101,9 +109,7 @@ def _bump_versions(op: Any, mutates: Sequence[str]) -> None:
                 bump(t)
         return overload.redispatch(keyset & after, *args, **kwargs)
 
-    # A torch without allow_override raises TypeError: its own kernel stays.
-    with contextlib.suppress(TypeError):
-        _KERNELS.impl(op._name, kernel, "ADInplaceOrView", with_keyset=True, allow_override=True)
+    _KERNELS.impl(op._name, kernel, "ADInplaceOrView", with_keyset=True, allow_override=True)
 
 
 def _refuse_gradient(op: Any, op_name: str, tensor_names: Sequence[str], why: str) -> None:
