@@ -81,8 +81,9 @@ def _half_addresses(x: torch.Tensor, gate_first: bool) -> tuple[int, int]:
     return (first, second) if gate_first else (second, first)
 
 
-def _out_shape(x: torch.Tensor) -> tuple[int, ...]:
-    return (*x.shape[:-1], x.shape[-1] // 2)
+def _out_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The output shape of x of `shape` = [..., 2 * d]: [..., d]."""
+    return (*shape[:-1], shape[-1] // 2)
 
 
 def _define(op: str, activation: str, doc: str) -> Callable[..., torch.Tensor]:
@@ -100,7 +101,7 @@ def _define(op: str, activation: str, doc: str) -> Callable[..., torch.Tensor]:
             )
         check_unit_last_stride(op, "x", shape, strides)
         check_bool(op, "gate_first", gate_first)
-        out_shape = (*shape[:-1], shape[-1] // 2)
+        out_shape = _out_shape(shape)
         # gate and up, the halves of x's rows, have x's strides.
         rows: RowEntries = (
             ("gate", strides, False),
@@ -128,7 +129,7 @@ def _define(op: str, activation: str, doc: str) -> Callable[..., torch.Tensor]:
         op,
         check,
         launch,
-        new_output=lambda x, gate_first: x.new_empty(_out_shape(x)),
+        new_output=lambda x, gate_first: x.new_empty(_out_shape(x.shape)),
         torch_form=torch_form,
     )
 
