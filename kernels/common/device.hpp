@@ -11,7 +11,6 @@
 #include <sycl/ext/oneapi/free_function_queries.hpp>
 #include <sycl/ext/oneapi/kernel_properties/properties.hpp>
 #include <sycl/group_algorithm.hpp>
-#include <sycl/group_barrier.hpp>
 #include <sycl/half_type.hpp>
 
 namespace sycl_kernels {

@@ -4,11 +4,10 @@
 // fused_add_rmsnorm: residual += x; x = rmsnorm(residual)          (in place)
 // kGemma scales by (1 + w) instead of w. The weight is stored as T, as float (a
 // float32 weight on half activations), or absent (NoWeight: no scale). Hidden
-// size, work-group size and the elements each work-item moves per access are
-// compile-time constants: kVec in the pass that sums squares, kOutVec in the one
-// that normalizes (the cpu tuning moves bf16 pairs there only, so the sum keeps
-// its order; jit/norm.py says why). Sums and products are taken in float. Rows are
-// located by kernels/common/rows.hpp, so leading dimensions may have any strides.
+// size, work-group size and the elements each work-item moves per access (kVec,
+// jit/norm.py norm_vec_width) are compile-time constants. Sums and products are
+// taken in float. Rows are located by kernels/common/rows.hpp, so leading
+// dimensions may have any strides.
 #pragma once
 
 #include <type_traits>
@@ -72,13 +71,11 @@ inline float inverse_rms(const ::sycl::nd_item<1>& item, float partial_sum_sq, f
 // included); otherwise the float sum is normalized and both rows are written in
 // pass 2. The two agree for float rows.
 template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma,
-          bool kFusedAdd, bool kRoundedSum = true, int kOutVec = kVec>
+          bool kFusedAdd, bool kRoundedSum = true>
 inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* residual_row,
                         const W* weight, T* out_row, float eps) {
   constexpr int kNumVecs = kHidden / kVec;
   constexpr int kTailBegin = kNumVecs * kVec;
-  constexpr int kNumOutVecs = kHidden / kOutVec;
-  constexpr int kOutTailBegin = kNumOutVecs * kOutVec;
   constexpr bool kStoreSumFirst = kFusedAdd && kRoundedSum;
   const int tid = static_cast<int>(item.get_local_id(0));
   // Uniform across the work-group, so the branches below never diverge. With
@@ -86,10 +83,7 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
   // made the OpenCL CPU backend crash on rows that kThreads does not divide).
   const bool vectorized = is_vec_aligned<kVec>(x_row) && is_vec_aligned<kVec>(out_row) &&
                           (!kFusedAdd || is_vec_aligned<kVec>(residual_row));
-  const bool out_vectorized = is_vec_aligned<kOutVec>(x_row) &&
-                              is_vec_aligned<kOutVec>(out_row) &&
-                              (!kFusedAdd || is_vec_aligned<kOutVec>(residual_row));
-  const bool weight_aligned = is_weight_aligned<kOutVec>(weight);
+  const bool weight_aligned = is_weight_aligned<kVec>(weight);
 
   // The value normalized at element i, from x (and the residual when fused).
   auto input = [&](T x, T r) {
@@ -130,10 +124,8 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
   }
   const float inv_rms = inverse_rms<kHidden>(item, sum_sq, eps);
 
-  // Pass 2: normalize. With kOutVec == kVec each work-item touches the elements it
-  // did in pass 1, so reading what it stored there (or the untouched inputs) needs
-  // no barrier; otherwise the sums other work-items stored are read after one.
-  if constexpr (kStoreSumFirst && kOutVec != kVec) ::sycl::group_barrier(item.get_group());
+  // Pass 2: normalize. Each work-item touches the elements it did in pass 1, so
+  // reading what it stored there (or the untouched inputs) needs no barrier.
   const T* in_row = kStoreSumFirst ? residual_row : x_row;
   auto normalized = [&](T x, T r, float scale, T* sum_out) {
     float v;
@@ -152,38 +144,38 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
     out_row[i] = normalized(in_row[i], r, norm_scale<kGemma>(weight, i), &sum);
     if constexpr (kSumInPass2) residual_row[i] = sum;
   };
-  if constexpr (kOutVec == 1) {
+  if constexpr (kVec == 1) {
     for_each_strided<kHidden, kThreads>(tid, output_element);
-  } else if (out_vectorized) {
-    for_each_strided<kNumOutVecs, kThreads>(tid, [&](int v) {
-      const Vec<T, kOutVec> xv = load_vec<kOutVec>(in_row + v * kOutVec);
-      Vec<T, kOutVec> rv{};
-      if constexpr (kSumInPass2) rv = load_vec<kOutVec>(residual_row + v * kOutVec);
-      float scales[kOutVec];
-      norm_scales<kOutVec, kGemma>(weight, v * kOutVec, weight_aligned, scales);
-      Vec<T, kOutVec> ov;
+  } else if (vectorized) {
+    for_each_strided<kNumVecs, kThreads>(tid, [&](int v) {
+      const Vec<T, kVec> xv = load_vec<kVec>(in_row + v * kVec);
+      Vec<T, kVec> rv{};
+      if constexpr (kSumInPass2) rv = load_vec<kVec>(residual_row + v * kVec);
+      float scales[kVec];
+      norm_scales<kVec, kGemma>(weight, v * kVec, weight_aligned, scales);
+      Vec<T, kVec> ov;
 #pragma unroll
-      for (int e = 0; e < kOutVec; ++e) {
+      for (int e = 0; e < kVec; ++e) {
         ov.v[e] = normalized(xv.v[e], rv.v[e], scales[e], &rv.v[e]);
       }
-      store_vec<kOutVec>(out_row + v * kOutVec, ov);
-      if constexpr (kSumInPass2) store_vec<kOutVec>(residual_row + v * kOutVec, rv);
+      store_vec<kVec>(out_row + v * kVec, ov);
+      if constexpr (kSumInPass2) store_vec<kVec>(residual_row + v * kVec, rv);
     });
-    for_each_strided<kHidden - kOutTailBegin, kThreads>(
-        tid, [&](int i) { output_element(kOutTailBegin + i); });
+    for_each_strided<kHidden - kTailBegin, kThreads>(
+        tid, [&](int i) { output_element(kTailBegin + i); });
   } else {
     for_each_strided<kHidden, kThreads>(tid, output_element);
   }
 }
 
 // One work-group per row: out[r] = rmsnorm(x[r]); x and out have their own row strides.
-template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma, int kOutVec>
+template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma>
 inline void rmsnorm(const T* x, int64_t x_outer, int64_t x_middle, int64_t x_inner,
                     const W* weight, T* out, int64_t out_outer, int64_t out_middle,
                     int64_t out_inner, int64_t middle_size, int64_t inner_size, float eps) {
   const auto item = this_nd_item();
   const int64_t row = item.get_group(0);
-  rmsnorm_row<T, W, kHidden, kThreads, kVec, kGemma, false, true, kOutVec>(
+  rmsnorm_row<T, W, kHidden, kThreads, kVec, kGemma, false, true>(
       item, x + row_offset(row, middle_size, inner_size, {x_outer, x_middle, x_inner}), nullptr,
       weight, out + row_offset(row, middle_size, inner_size, {out_outer, out_middle, out_inner}),
       eps);
@@ -191,7 +183,7 @@ inline void rmsnorm(const T* x, int64_t x_outer, int64_t x_middle, int64_t x_inn
 
 // One work-group per row, in place: residual[r] += x[r]; x[r] = rmsnorm(residual[r]).
 template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma,
-          int kOutVec, bool kRoundedSum>
+          bool kRoundedSum>
 inline void fused_add_rmsnorm(T* x, int64_t x_outer, int64_t x_middle, int64_t x_inner,
                               T* residual, int64_t residual_outer, int64_t residual_middle,
                               int64_t residual_inner, const W* weight, int64_t middle_size,
@@ -201,7 +193,7 @@ inline void fused_add_rmsnorm(T* x, int64_t x_outer, int64_t x_middle, int64_t x
   T* x_row = x + row_offset(row, middle_size, inner_size, {x_outer, x_middle, x_inner});
   T* residual_row = residual + row_offset(row, middle_size, inner_size,
                                           {residual_outer, residual_middle, residual_inner});
-  rmsnorm_row<T, W, kHidden, kThreads, kVec, kGemma, true, kRoundedSum, kOutVec>(
+  rmsnorm_row<T, W, kHidden, kThreads, kVec, kGemma, true, kRoundedSum>(
       item, x_row, residual_row, weight, x_row, eps);
 }
 

@@ -53,9 +53,8 @@ def _row_norm_spec(
             weight_type,
             str(hidden),
             str(threads),
-            str(vec_width(dtype, tuned_for)),
+            str(norm_vec_width(dtype, hidden, threads, tuned_for)),
             str(gemma).lower(),
-            str(normalizing_vec_width(dtype, hidden, threads, tuned_for)),
             *extra_template_args,
         ),
         params=params,
@@ -63,17 +62,19 @@ def _row_norm_spec(
     )
 
 
-def normalizing_vec_width(dtype: DType, hidden: int, threads: int, tuned_for: str) -> int:
-    """Elements a work-item moves per access in a row norm's normalizing pass (kOutVec).
+def norm_vec_width(dtype: DType, hidden: int, threads: int, tuned_for: str) -> int:
+    """Elements a work-item moves per access in a row norm (kVec), in both passes.
 
     cpu, bf16: a pair (one uint32, kernels/common/vec.hpp), where the pairs split
     evenly over the work-items (a partial last step risks the OpenCL CPU backend
-    crash row_group_size avoids): bf16 rmsnorm 15-16 % and the fused add 6-13 %
-    faster at 256-4096 tokens. The pass that sums squares keeps one element an
-    access, so the sum's order, and the outputs, stay bitwise those of one element
-    a pass (pairs there too were 20-24 % faster but moved last bits). fp16 keeps one
-    element: its pairs were 12 % slower in this pass, 3.7-4.6x in both.
-    Otherwise the sum pass's width (vec_width).
+    crash row_group_size avoids). Against one element an access, pairs in the
+    normalizing pass made bf16 rmsnorm 15-16 % and the fused add 6-13 % faster at
+    256-4096 tokens; pairs in the sum of squares too, a further 5-10 % for
+    rmsnorm. They change the order each work-item sums in, so the last bit of
+    an output can differ from that of one element an access (as the gpu tuning's
+    wider vectors do). fp16 keeps one element: its pairs were 12 % slower in the
+    normalizing pass, 3.7-4.6x in both.
+    Otherwise vec_width.
     """
     pairs = (
         tuned_for == "cpu"

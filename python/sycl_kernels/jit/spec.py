@@ -136,9 +136,8 @@ def vec_width(dtype: DType, tuned_for: str, *, cpu_pairs: bool = False) -> int:
     """Elements a work-item moves per access (kernels/common/vec.hpp says why).
 
     gpu: one 16-byte vector. cpu: one element, or with cpu_pairs one 32-bit SIMD
-    lane (a pair of 2-byte elements), which made the gated activations faster. The
-    norms' sums of squares keep one element: pairs change the order the sum is
-    taken in (jit/norm.py normalizing_vec_width gives their other pass pairs).
+    lane (a pair of 2-byte elements), which made the gated activations faster
+    (jit/norm.py norm_vec_width gives the bf16 row norms pairs too).
     """
     if tuned_for == "gpu":
         return 16 // dtype.size
