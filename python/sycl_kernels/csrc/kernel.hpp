@@ -1,6 +1,7 @@
 // csrc/kernel.hpp: device images loaded on a queue's device, and their kernels launched with typed arguments.
 #pragma once
 
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -94,7 +95,7 @@ class Kernel : public LiveCount<Kernel> {
       }
       h.parallel_for(sycl::nd_range<1>(global_size, local_size), kernel_);
     });
-    if (queue.blocking()) done.wait_and_throw();
+    if (queue.blocking()) queue.wait(done, global_size / local_size);
   }
 
  private:
