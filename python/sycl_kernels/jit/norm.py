@@ -63,7 +63,7 @@ def _row_norm_spec(
 
 
 def norm_vec_width(dtype: DType, hidden: int, threads: int, tuned_for: str) -> int:
-    """Elements a work-item moves per access in a row norm (kVec), in both passes.
+    """Elements a work-item moves per access in a row norm or qknorm (kVec), in both passes.
 
     cpu, bf16: a pair (one uint32, kernels/common/vec.hpp), where the pairs split
     evenly over the work-items (a partial last step risks the OpenCL CPU backend
@@ -72,8 +72,8 @@ def norm_vec_width(dtype: DType, hidden: int, threads: int, tuned_for: str) -> i
     256-4096 tokens; pairs in the sum of squares too, a further 5-10 % for
     rmsnorm. They change the order each work-item sums in, so the last bit of
     an output can differ from that of one element an access (as the gpu tuning's
-    wider vectors do). fp16 keeps one element: its pairs were 12 % slower in the
-    normalizing pass, 3.7-4.6x in both.
+    wider vectors do). qknorm (16 work-items a head): 0.95-0.98x. fp16 keeps one
+    element: its pairs were 12 % slower in the normalizing pass, 3.7-4.6x in both.
     Otherwise vec_width.
     """
     pairs = (
@@ -195,7 +195,7 @@ def qknorm_spec(
             weight_type,
             str(head_dim),
             str(threads),
-            str(vec_width(dtype, tuned_for)),
+            str(norm_vec_width(dtype, head_dim, threads, tuned_for)),
             str(gemma).lower(),
             str(qknorm_heads_per_group(tuned_for)),
         ),
