@@ -2,9 +2,9 @@
 //
 // Every probe runs over 4096 rows of 4096 outputs, one work-group of 256 work-items
 // per row, with the loop and conversions the ops use (kernels/common/): a copy, a
-// load-convert-scale-store round trip, a gated multiply of two inputs, and the gated
-// activations. Compared against each other they split an op's cost into memory
-// traffic, bf16 conversion and the transcendental.
+// load-convert-scale-store round trip, a gated multiply of two inputs, the gated
+// activations, and exp alone. Compared against each other they split an op's cost
+// into memory traffic, bf16 conversion and the transcendental.
 #pragma once
 
 #include "activation/gated.hpp"
@@ -73,6 +73,14 @@ inline void mul_bf16_pairs(const uint32_t* x, uint32_t* out) {
   });
 }
 
+// exp alone, one input: what silu's and gelu_tanh's transcendental costs by itself.
+inline void exp_alone(const float* x, float* out) {
+  const auto item = this_nd_item();
+  const int64_t row = item.get_group(0) * kWidth;
+  const int tid = static_cast<int>(item.get_local_id(0));
+  for_each_strided<kWidth, kThreads>(tid, [&](int i) { out[row + i] = ::sycl::exp(x[row + i]); });
+}
+
 }  // namespace probes
 
 #define PROBE(name, T, body)                                                              \
@@ -96,3 +104,4 @@ PROBE(silu_bf16, sycl_kernels::bf16, (probes::binary<sycl_kernels::bf16, probes:
 PROBE(gelu_fp32, float, (probes::binary<float, probes::kGelu>(x, out)))
 PROBE(gelu_bf16, sycl_kernels::bf16, (probes::binary<sycl_kernels::bf16, probes::kGelu>(x, out)))
 PROBE(gelu_tanh_fp32, float, (probes::binary<float, probes::kGeluTanh>(x, out)))
+PROBE(exp_fp32, float, (probes::exp_alone(x, out)))

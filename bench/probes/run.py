@@ -20,12 +20,13 @@ ROWS, WIDTH, THREADS = 4096, 4096, 256
 PROBES = (
     "copy_fp32", "copy_bf16", "scale_fp32", "scale_bf16", "mul_fp32", "mul_bf16",
     "mul_bf16_pairs", "silu_fp32", "silu_bf16", "gelu_fp32", "gelu_bf16", "gelu_tanh_fp32",
+    "exp_fp32",
 )  # fmt: skip
 
 
 def _tensors(name: str) -> tuple[torch.Tensor, torch.Tensor]:
     dtype = torch.float32 if name.endswith("fp32") else torch.bfloat16
-    gated = not name.startswith(("copy", "scale"))
+    gated = not name.startswith(("copy", "scale", "exp"))
     x = torch.randn(ROWS, 2 * WIDTH if gated else WIDTH).to(dtype)
     out = torch.empty(ROWS, WIDTH, dtype=dtype)
     if name.endswith("pairs"):  # the same bytes, read as uint32 pairs of bf16

@@ -36,14 +36,14 @@ inline void qknorm_rope_head(const Pos* positions, int64_t positions_batch_strid
   // The barrier in the reduction also orders every read above before the writes below.
   const float inv_rms = inverse_rms<kHeadDim>(item, sum_sq, eps);
   const W* weight = h.is_q ? q_weight : k_weight;
-  // As rmsnorm_row normalizes, without its rounding.
-  auto normalized = [&](int i) {
-    return to_float(h.x[i]) * inv_rms * norm_scale<kGemma>(weight, i);
+  // Element i, stored as e, normalized as rmsnorm_row does, without its rounding.
+  auto normalized = [&](T e, int i) {
+    return to_float(e) * inv_rms * norm_scale<kGemma>(weight, i);
   };
 
   rotate_head<T, C, kRotaryDim, kNeox, kThreads, kStoreKv>(tid, h, normalized);
   store_rest<T, C, kHeadDim, kRotaryDim, kThreads, true>(
-      tid, h, [&](int i) { return from_float<T>(normalized(i)); });
+      tid, h, [&](int i) { return from_float<T>(normalized(h.x[i], i)); });
   if constexpr (kStoreKv) {
     if (h.cached != nullptr) {
       store_v<T, C, kHeadDim, kThreads>(tid, h, v, v_at, v_cache, num_k_heads);

@@ -88,6 +88,47 @@ def test_apply_rope_stores_kv(
     assert torch.all(k_cache[untouched] == 0) and torch.all(v_cache[untouched] == 0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["apply_rope", "qknorm_rope"])
+@pytest.mark.parametrize("store_kv", [False, True], ids=["", "kv"])
+def test_gptj_pairs_on_every_alignment(op: str, store_kv: bool, dtype: torch.dtype) -> None:
+    """GPT-J pairs move as one integer where the head and its cache row are aligned to
+    a pair, element by element where not: head_dim 9 and an odd token stride give
+    heads at even and odd element offsets, and cache rows at both too."""
+    tokens, num_q, num_kv, head_dim, rotary_dim, slots = 6, 3, 2, 9, 8, 16
+    width = (num_q + 2 * num_kv) * head_dim
+    qkv = torch.randn(tokens, width + 1).to(dtype)[:, :width]
+    q = qkv[:, : num_q * head_dim].view(tokens, num_q, head_dim)
+    k = qkv[:, num_q * head_dim : (num_q + num_kv) * head_dim].view(tokens, num_kv, head_dim)
+    v = qkv[:, (num_q + num_kv) * head_dim :].view(tokens, num_kv, head_dim)
+    positions = torch.randint(0, MAX_POSITION, (tokens,))
+    cache = references.rope_cache(MAX_POSITION, rotary_dim)
+    want_q, want_k = q.double(), k.double()
+    if op == "qknorm_rope":
+        weights = torch.randn(head_dim).to(dtype), torch.randn(head_dim).to(dtype)
+        want_q = references.rmsnorm(q, weights[0], 1e-6, False)
+        want_k = references.rmsnorm(k, weights[1], 1e-6, False)
+    want_q = references.rope(positions, want_q, cache, False)
+    want_k = references.rope(positions, want_k, cache, False)
+    kv = {}
+    if store_kv:
+        kv = {
+            "v": v,
+            "k_cache": torch.zeros(slots, num_kv, head_dim, dtype=dtype),
+            "v_cache": torch.zeros(slots, num_kv, head_dim, dtype=dtype),
+            "out_loc": torch.randperm(slots)[:tokens],
+        }
+    if op == "qknorm_rope":
+        sycl_kernels.qknorm_rope(positions, q, k, *weights, cache, False, 1e-6, **kv)
+    else:
+        sycl_kernels.apply_rope(positions, q, k, cache, False, **kv)
+    tol = references.tolerance(dtype)
+    torch.testing.assert_close(q.double(), want_q, **tol)
+    torch.testing.assert_close(k.double(), want_k, **tol)
+    if store_kv:
+        assert torch.equal(kv["k_cache"][kv["out_loc"]], k), "cache holds exactly the rotated k"
+
+
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [
