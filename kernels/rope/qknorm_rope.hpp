@@ -36,14 +36,24 @@ inline void qknorm_rope_head(const Pos* positions, int64_t positions_batch_strid
   // The barrier in the reduction also orders every read above before the writes below.
   const float inv_rms = inverse_rms<kHeadDim>(item, sum_sq, eps);
   const W* weight = h.is_q ? q_weight : k_weight;
-  // Element i, stored as e, normalized as rmsnorm_row does, without its rounding.
-  auto normalized = [&](T e, int i) {
-    return to_float(e) * inv_rms * norm_scale<kGemma>(weight, i);
+  // As rmsnorm_row normalizes, without its rounding.
+  auto normalized = [&](T e, float scale) { return to_float(e) * inv_rms * scale; };
+  auto normalized_pair = [&](const Vec<T, 2>& e, int first, int second, auto as_pairs) {
+    float scales[2];
+    if constexpr (decltype(as_pairs)::value) {
+      norm_scales<2, kGemma>(weight, first, true, scales);  // adjacent: one load
+    } else {
+      scales[0] = norm_scale<kGemma>(weight, first);
+      scales[1] = norm_scale<kGemma>(weight, second);
+    }
+    return Vec<float, 2>{{normalized(e.v[0], scales[0]), normalized(e.v[1], scales[1])}};
   };
 
-  rotate_head<T, C, kRotaryDim, kNeox, kThreads, kStoreKv>(tid, h, normalized);
-  store_rest<T, C, kHeadDim, kRotaryDim, kThreads, true>(
-      tid, h, [&](int i) { return from_float<T>(normalized(h.x[i], i)); });
+  rotate_head<T, C, kRotaryDim, kNeox, kThreads, kStoreKv>(tid, h, normalized_pair,
+                                                           is_weight_aligned<2>(weight));
+  store_rest<T, C, kHeadDim, kRotaryDim, kThreads, true>(tid, h, [&](int i) {
+    return from_float<T>(normalized(h.x[i], norm_scale<kGemma>(weight, i)));
+  });
   if constexpr (kStoreKv) {
     if (h.cached != nullptr) {
       store_v<T, C, kHeadDim, kThreads>(tid, h, v, v_at, v_cache, num_k_heads);

@@ -69,16 +69,20 @@ inline RopeHead<T, C> locate_head(const ::sycl::nd_item<1>& item, const Pos* pos
   return h;
 }
 
-// Rotates the first kRotaryDim elements of h.x: value(e, i) is element i, stored as
-// e, in float, before the rotation. Each result is rounded once, stored in x and
-// (kStoreKv) in h.cached. A work-item reads only the two elements it writes.
+// Rotates the first kRotaryDim elements of h.x: values(e, first, second, as_pairs) are
+// the rotated pair's elements, stored as e, in float, before the rotation. Each
+// result is rounded once, stored in x and (kStoreKv) in h.cached. A work-item reads
+// only the two elements it writes.
 //
-// GPT-J's pairs are adjacent elements: where x (and the cache row) allow, each is
-// read and written as one integer (kernels/common/vec.hpp), not as two stride-2
-// accesses, which the CPU device turned into gathers (4-6x slower than NeoX).
+// GPT-J's pairs are adjacent elements: where x, the cache row and the caller
+// (pairs_allowed) allow, each is read and written as one integer
+// (kernels/common/vec.hpp), not as two stride-2 accesses, which the CPU device
+// turned into gathers (4-6x slower than NeoX); as_pairs (std::true_type) then
+// tells values so.
 template <typename T, typename C, int kRotaryDim, bool kNeox, int kThreads, bool kStoreKv,
-          typename Value>
-inline void rotate_head(int tid, const RopeHead<T, C>& h, Value&& value) {
+          typename Values>
+inline void rotate_head(int tid, const RopeHead<T, C>& h, Values&& values,
+                        bool pairs_allowed = true) {
   constexpr int kHalf = kRotaryDim / 2;
   const C* sin = h.cos + kHalf;
   auto rotate = [&](auto as_pairs) {
@@ -92,8 +96,9 @@ inline void rotate_head(int tid, const RopeHead<T, C>& h, Value&& value) {
       } else {
         stored = {{h.x[first], h.x[second]}};
       }
-      const float a = value(stored.v[0], first);
-      const float b = value(stored.v[1], second);
+      const Vec<float, 2> ab = values(stored, first, second, as_pairs);
+      const float a = ab.v[0];
+      const float b = ab.v[1];
       const float c = to_float(h.cos[i]);
       const float si = to_float(sin[i]);
       const Vec<T, 2> rotated{{from_float<T>(a * c - b * si), from_float<T>(b * c + a * si)}};
@@ -111,7 +116,7 @@ inline void rotate_head(int tid, const RopeHead<T, C>& h, Value&& value) {
     });
   };
   // Uniform across the work-group: one head, one cache row.
-  const bool pairs = !kNeox && kIsPair<T, 2> && is_vec_aligned<2>(h.x) &&
+  const bool pairs = !kNeox && kIsPair<T, 2> && pairs_allowed && is_vec_aligned<2>(h.x) &&
                      (!kStoreKv || h.cached == nullptr || is_vec_aligned<2>(h.cached));
   if (pairs) {
     rotate(std::true_type{});
@@ -154,7 +159,9 @@ inline void rope_head(const Pos* positions, int64_t positions_batch_stride,
       item, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
       num_q_heads, k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
   rotate_head<T, C, kRotaryDim, kNeox, kThreads, kStoreKv>(
-      tid, h, [](T e, int) { return to_float(e); });
+      tid, h, [](const Vec<T, 2>& e, int, int, auto) {
+        return Vec<float, 2>{{to_float(e.v[0]), to_float(e.v[1])}};
+      });
   if constexpr (kStoreKv) {
     if (h.cached != nullptr) {
       // The rest of k is stored as it is, bit for bit.

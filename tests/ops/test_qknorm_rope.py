@@ -65,20 +65,27 @@ def test_qknorm_rope_matches_the_composition(
     assert torch.equal(v, v_before), "v must stay"
 
 
-@pytest.mark.parametrize("kind", ["float32_weights", "no_weights", "cache_in_dtype"])
-def test_qknorm_rope_weight_and_cache_kinds(kind: str) -> None:
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+@pytest.mark.parametrize(
+    "kind", ["float32_weights", "no_weights", "misaligned_weights", "cache_in_dtype"]
+)
+def test_qknorm_rope_weight_and_cache_kinds(kind: str, is_neox: bool) -> None:
+    """GPT-J reads its weights a pair at a time where they are pair-aligned (a weight one
+    element into its storage is not)."""
     dtype, head_dim = torch.bfloat16, 64
     _, q, k, _ = _qkv(9, 4, 2, head_dim, dtype)
     q_weight, k_weight = _weights(head_dim, torch.float32 if kind == "float32_weights" else dtype)
     if kind == "no_weights":
         q_weight = k_weight = None
+    if kind == "misaligned_weights":
+        q_weight, k_weight = (torch.cat([w[:1], w])[1:] for w in (q_weight, k_weight))
     positions = torch.randint(0, MAX_POSITION, (9,))
     cache = references.rope_cache(MAX_POSITION, head_dim)
     if kind == "cache_in_dtype":
         cache = cache.to(dtype)
-    want_q = _want(positions, q, q_weight, cache, True)
-    want_k = _want(positions, k, k_weight, cache, True)
-    sycl_kernels.qknorm_rope(positions, q, k, q_weight, k_weight, cache, True)
+    want_q = _want(positions, q, q_weight, cache, is_neox)
+    want_k = _want(positions, k, k_weight, cache, is_neox)
+    sycl_kernels.qknorm_rope(positions, q, k, q_weight, k_weight, cache, is_neox)
     references.assert_close(q, want_q)
     references.assert_close(k, want_k)
 
