@@ -1,7 +1,6 @@
 // csrc/kernel.hpp: device images loaded on a queue's device, and their kernels launched with typed arguments.
 #pragma once
 
-
 #include <cstdint>
 #include <memory>
 #include <optional>
