@@ -10,6 +10,7 @@ same kernel); and the latency of getting a kernel (cold compile, disk, memory, A
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import statistics
@@ -114,13 +115,15 @@ def throughput_plan(
                             lambda d, op=op, dtype=dtype, t=t, h=h: norm_case(op, dtype, d, t, h),
                         )
                 elif op in HEAD_OPS or op in FUSED_OPS:
-                    for q, kv in heads:
+                    # GPT-J's interleaved pairs take other memory accesses than NeoX's.
+                    styles = (True, False) if op == "apply_rope" else (True,)
+                    for (q, kv), neox in itertools.product(heads, styles):
                         yield (
                             op,
                             dtype,
-                            f"{t}x({q}+{kv})x128",
-                            lambda d, op=op, dtype=dtype, t=t, q=q, kv=kv: head_case(
-                                op, dtype, d, t, q, kv, 128
+                            f"{t}x({q}+{kv})x128{'' if neox else ' gptj'}",
+                            lambda d, op=op, dtype=dtype, t=t, q=q, kv=kv, neox=neox: head_case(
+                                op, dtype, d, t, q, kv, 128, neox
                             ),
                         )
                 elif op in ACTIVATION_OPS:

@@ -76,8 +76,10 @@ def head_case(
     q_heads: int,
     kv_heads: int,
     head_dim: int,
+    neox: bool = True,
 ) -> Case:
-    """qknorm, apply_rope or qknorm_rope on q and k viewed from one fused qkv tensor.
+    """qknorm, apply_rope or qknorm_rope on q and k viewed from one fused qkv tensor;
+    the rotations in NeoX style, or GPT-J's (neox=False).
 
     qknorm_rope is timed against qknorm then apply_rope (our unfused ops, not torch):
     what the fusion saves.
@@ -117,27 +119,31 @@ def head_case(
     if op == "qknorm_rope":
 
         def ours() -> torch.Tensor:
-            ops.qknorm_rope(positions, q_ours, k_ours, wq, wk, cache, True)
+            ops.qknorm_rope(positions, q_ours, k_ours, wq, wk, cache, neox)
             return ours_qkv
 
         def theirs() -> torch.Tensor:
             ops.qknorm(q_theirs, k_theirs, wq, wk)
-            ops.apply_rope(positions, q_theirs, k_theirs, cache, True)
+            ops.apply_rope(positions, q_theirs, k_theirs, cache, neox)
             return theirs_qkv
 
         return Case(ours, theirs, moved + _bytes(wq, wk))
 
     def ours() -> torch.Tensor:
-        ops.apply_rope(positions, q_ours, k_ours, cache, True)
+        ops.apply_rope(positions, q_ours, k_ours, cache, neox)
         return ours_qkv
 
     def theirs() -> torch.Tensor:
-        # vLLM's rotary forward_native, NeoX style, in place on the same views.
+        # vLLM's rotary forward_native, in place on the same views.
         cos, sin = cache[positions].to(dtype).chunk(2, dim=-1)
         cos, sin = cos[:, None], sin[:, None]
         for t in (q_theirs, k_theirs):
-            a, b = t[..., :half], t[..., half:]
-            t.copy_(torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1))
+            if neox:
+                a, b = t[..., :half], t[..., half:]
+                t.copy_(torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1))
+            else:
+                a, b = t[..., ::2], t[..., 1::2]
+                t.copy_(torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2))
         return theirs_qkv
 
     return Case(ours, theirs, moved)
