@@ -28,7 +28,7 @@ def test_translation_unit_exports_one_named_kernel() -> None:
     assert '#include "norm/rmsnorm.hpp"' in source
     assert "void rmsnorm_bf16_h4096_cpu(const sycl_kernels::bf16* x, int64_t x_outer" in source
     assert (
-        "sycl_kernels::rmsnorm<sycl_kernels::bf16, sycl_kernels::bf16, 4096, 256, 1, false, 2>"
+        "sycl_kernels::rmsnorm<sycl_kernels::bf16, sycl_kernels::bf16, 4096, 256, 2, false>"
         "(x, x_outer" in source
     )
 
