@@ -14,7 +14,7 @@ DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("dim", [1, 1000, 4096])
+@pytest.mark.parametrize("dim", [1, 1000, 4096, 11008])
 @pytest.mark.parametrize("rows", [1, 33])
 @pytest.mark.parametrize("op", OPS)
 def test_act_and_mul(op: str, rows: int, dim: int, dtype: torch.dtype) -> None:

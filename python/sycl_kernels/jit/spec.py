@@ -144,19 +144,22 @@ def vec_width(dtype: DType, tuned_for: str, *, cpu_pairs: bool = False) -> int:
     return 4 // dtype.size if cpu_pairs else 1
 
 
-def row_group_size(dtype: DType, row_length: int, tuned_for: str) -> int:
+def row_group_size(
+    dtype: DType, row_length: int, tuned_for: str, *, min_cpu_threads: int = 256
+) -> int:
     """Work-items for a kernel that gives one work-group to each row of `row_length`.
 
     gpu: one per 16-byte vector, rounded up to a power of two, at most 256.
-    cpu: a power of two, at least 256 (or the row length) and enough that each
-    work-item's fully unrolled loop has at most 32 steps; longer loops bloat the
-    code (measured 10x slower at 128 steps). When the row is not a multiple of it,
-    a half or quarter that divides the row is taken instead: the partial last
-    step made the OpenCL CPU backend crash on some sizes (1152 half/bf16 Gemma
-    RMSNorm with 256 work-items).
+    cpu: a power of two, at least min_cpu_threads (or the row length) and enough
+    that each work-item's fully unrolled loop has at most 32 steps; longer loops
+    bloat the code (measured 10x slower at 128 steps). When the row is not a
+    multiple of it, a half or quarter that divides the row is taken instead: the
+    partial last step made the OpenCL CPU backend crash on some sizes (1152
+    half/bf16 Gemma RMSNorm with 256 work-items).
     """
     if tuned_for == "cpu":
-        enough = max(_pow2_at_least(row_length // 32), min(256, _pow2_at_least(row_length)))
+        floor = min(min_cpu_threads, _pow2_at_least(row_length))
+        enough = max(_pow2_at_least(row_length // 32), floor)
         threads = min(_MAX_CPU_GROUP_SIZE, enough)
         for smaller in (threads // 2, threads // 4):
             if row_length % threads and smaller >= 64 and row_length % smaller == 0:
