@@ -154,6 +154,7 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
         "- checks",
         "- spec and kernel lookup",
         "- launch: marshalling, submit, wait",
+        "  - of which marshalling and submit, without the wait",
         "Kernel.launch (tensors through DLPack, jit.load's path)",
     }
     assert all(us > 0 for us in overhead.values())
