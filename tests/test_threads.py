@@ -1,11 +1,14 @@
 """Eight Python threads calling a mix of ops on their own tensors: first calls of
 uncached variants included (one shared by all threads, racing on its compile, and
-one per thread), every result checked, and no thread may hang. And a process forked
-after ops ran keeps working."""
+one per thread), every result checked, and no thread may hang. Eight threads
+making a fresh process's first calls at once. And a process forked after ops ran
+keeps working."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -157,3 +160,29 @@ def test_a_forked_child_runs_ops_and_first_calls(fresh_cache: Path) -> None:
             raise AssertionError("the forked child hung")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(waited[1]) == 0, "the forked child failed"
+
+
+# The process's first op calls, from eight threads at once: the host module and the
+# CPU queue load once, with every thread waiting for them.
+FIRST_CALLS = """
+import threading, torch, sycl_kernels
+start, results = threading.Barrier(8), []
+x, w = torch.randn(2, 64), torch.randn(64)
+def call():
+    start.wait(timeout=60)
+    results.append(sycl_kernels.rmsnorm(x, w, 1e-6))
+threads = [threading.Thread(target=call) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join(timeout=120)
+want = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6) * w
+assert len(results) == 8, len(results)
+for got in results: torch.testing.assert_close(got, want)
+print("ok")
+"""
+
+
+def test_eight_threads_make_a_fresh_process_first_calls_at_once() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", FIRST_CALLS], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]

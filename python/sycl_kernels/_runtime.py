@@ -19,10 +19,12 @@ import importlib.util
 import os
 import re
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import torch
@@ -146,7 +148,29 @@ def compiler_env() -> dict[str, str]:
     return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(p for p in paths if p)}
 
 
-@functools.cache
+_T = TypeVar("_T")
+# One lock for both loads below: cpu_queue loads the host module.
+_LOADING = threading.RLock()
+
+
+def _loaded_once(load: Callable[[], _T]) -> Callable[[], _T]:
+    """functools.cache for a load of no arguments, safe under threads: the first
+    callers wait for one load. Eight threads making their first calls at once
+    each ran the host module's load, and some got a module without its classes."""
+    loaded: list[_T] = []
+
+    @functools.wraps(load)
+    def get() -> _T:
+        if not loaded:
+            with _LOADING:
+                if not loaded:
+                    loaded.append(load())
+        return loaded[0]
+
+    return get
+
+
+@_loaded_once
 def host_module() -> ModuleType:
     """The nanobind host module of the active line, loaded on first use (RuntimeLineError
     if the runtime is missing or of an unsupported line)."""
@@ -202,7 +226,7 @@ def cpu_device_problem() -> str | None:
     return _cpu_device_missing_reason()
 
 
-@functools.cache
+@_loaded_once
 def cpu_queue():
     """The package's in-order queue on the SYCL CPU device, used for CPU tensors."""
     devices = host_module().devices()
