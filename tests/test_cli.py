@@ -152,6 +152,7 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
         "torch.ops.sycl_kernels.rmsnorm_out (the dispatcher, as compiled graphs call it)",
         "torch rms_norm",
         "- checks",
+        "  - of a repeated call: the plan kept by its key",
         "- spec and kernel lookup",
         "- launch: marshalling, submit, wait",
         "  - of which marshalling and submit, without the wait",

@@ -192,7 +192,8 @@ def host_overhead(repeats: int) -> dict[str, float]:
 
     The dispatcher's path (torch.ops) runs the same checks and launch behind torch's
     custom-op machinery. The parts are what the public call does in order: the
-    checks (ops/_op.py's `check`, metadata only), the spec and loaded-kernel lookup,
+    checks (ops/_op.py's `check`, metadata only; a repeated call finds their plan
+    by its arguments' metadata instead), the spec and loaded-kernel lookup,
     and the host module's launch (argument marshalling, submit, and the wait for the
     CPU device); of the launch, the submit alone is timed on a non-blocking alias of
     the same queue (Queue.borrow), waited once a batch, so the rest is the wait.
@@ -216,6 +217,9 @@ def host_overhead(repeats: int) -> dict[str, float]:
         ),
         "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, eps),
         "- checks": lambda: norm_ops._rmsnorm.check(x, w, eps, out),
+        "  - of a repeated call: the plan kept by its key": (
+            lambda: norm_ops._rmsnorm.checked_plan((x, w, eps, out))
+        ),
         "- spec and kernel lookup": lambda: get_kernel(
             rmsnorm_spec(fp32, 64, _runtime.tuning_of(x)), _runtime.queue_of(x)
         ),
