@@ -210,6 +210,12 @@ def host_overhead(repeats: int) -> dict[str, float]:
     eps = 1e-6
     get_kernel = jit.get_kernel  # bound once, as ops/_launch.py does
 
+    def launch_on(q) -> Callable[[], None]:
+        """The address launch the ops make after their checks, on queue q."""
+        return lambda: kernel._launch_addresses(
+            q, group, group, x.data_ptr(), *rows, w.data_ptr(), out.data_ptr(), *rows, 1, 1, eps
+        )
+
     paths = {
         "sycl_kernels.rmsnorm(x, w, eps, out=out)": lambda: ops.rmsnorm(x, w, eps, out=out),
         "torch.ops.sycl_kernels.rmsnorm_out (the dispatcher, as compiled graphs call it)": (
@@ -223,24 +229,8 @@ def host_overhead(repeats: int) -> dict[str, float]:
         "- spec and kernel lookup": lambda: get_kernel(
             rmsnorm_spec(fp32, 64, _runtime.tuning_of(x)), _runtime.queue_of(x)
         ),
-        "- launch: marshalling, submit, wait": lambda: kernel._launch_addresses(
-            queue, group, group, x.data_ptr(), *rows, w.data_ptr(), out.data_ptr(), *rows, 1, 1, eps
-        ),
-        "  - of which marshalling and submit, without the wait": (
-            lambda: kernel._launch_addresses(
-                no_wait,
-                group,
-                group,
-                x.data_ptr(),
-                *rows,
-                w.data_ptr(),
-                out.data_ptr(),
-                *rows,
-                1,
-                1,
-                eps,
-            )
-        ),
+        "- launch: marshalling, submit, wait": launch_on(queue),
+        "  - of which marshalling and submit, without the wait": launch_on(no_wait),
         "Kernel.launch (tensors through DLPack, jit.load's path)": lambda: kernel.launch(
             queue, group, group, x, *rows, w, out, *rows, 1, 1, eps
         ),
