@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -89,6 +89,32 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     config.cache_clear()
     yield root
     config.cache_clear()
+
+
+@pytest.fixture
+def tuning_override(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """set(tuning): the ops pick that kernel tuning ("gpu" is what XPU tensors get) on
+    the CPU device. Each call then checks and binds its launch afresh and keeps none
+    (ops/_op.py), so no call finds a launch bound under the other tuning; the test
+    fails if no op read the tuning."""
+    from sycl_kernels import _runtime
+
+    read: list[str] = []
+
+    def override(tuning: str) -> None:
+        monkeypatch.setattr(_runtime, "tuning_of", lambda t: read.append(tuning) or tuning)
+        unkept_launches(monkeypatch)
+
+    yield override
+    assert read, "no op bound a launch under the overridden tuning"
+
+
+def unkept_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Makes every op call check and bind its launch afresh, keeping none (ops/_op.py),
+    for a test that swaps what a binding reads (the tuning, the kernel lookup)."""
+    from sycl_kernels.ops import _op
+
+    monkeypatch.setattr(_op, "_metadata_key", lambda args: None)
 
 
 @pytest.fixture(autouse=True)

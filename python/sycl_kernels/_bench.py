@@ -191,12 +191,13 @@ def host_overhead(repeats: int) -> dict[str, float]:
     """Microseconds per call of a 1 x 64 fp32 rmsnorm: the whole call by path, then its parts.
 
     The dispatcher's path (torch.ops) runs the same checks and launch behind torch's
-    custom-op machinery. The parts are what the public call does in order: the
-    checks (ops/_op.py's `check`, metadata only; a repeated call finds their plan
-    by its arguments' metadata instead), the spec and loaded-kernel lookup,
-    and the host module's launch (argument marshalling, submit, and the wait for the
-    CPU device); of the launch, the submit alone is timed on a non-blocking alias of
-    the same queue (Queue.borrow), waited once a batch, so the rest is the wait.
+    custom-op machinery. The parts are what a call of new metadata does in order:
+    the checks (ops/_op.py's `check`, metadata only), the binding (spec, loaded
+    kernel, the launch's metadata arguments) and the host module's launch (argument
+    marshalling, submit, and the wait for the CPU device). A repeated call finds its
+    bound launch by its arguments' metadata instead of the first two. Of the launch,
+    the submit alone is timed on a non-blocking alias of the same queue
+    (Queue.borrow), waited once a batch, so the rest is the wait.
     """
     x, w = torch.randn(1, 64), torch.randn(64)
     out = torch.empty_like(x)
@@ -208,7 +209,7 @@ def host_overhead(repeats: int) -> dict[str, float]:
     no_wait = _runtime.host_module().Queue.borrow(queue.address)
     rows = (0, 0, 64)  # row strides (kernels/common/rows.hpp)
     eps = 1e-6
-    get_kernel = jit.get_kernel  # bound once, as ops/_launch.py does
+    plan = norm_ops._rmsnorm.check(x, w, eps, out)
 
     def launch_on(q) -> Callable[[], None]:
         """The address launch the ops make after their checks, on queue q."""
@@ -223,11 +224,11 @@ def host_overhead(repeats: int) -> dict[str, float]:
         ),
         "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, eps),
         "- checks": lambda: norm_ops._rmsnorm.check(x, w, eps, out),
-        "  - of a repeated call: the plan kept by its key": (
-            lambda: norm_ops._rmsnorm.checked_plan((x, w, eps, out))
+        "- binding: spec, kernel, metadata arguments": (
+            lambda: norm_ops._rmsnorm.bind(plan, x, w, eps, out)
         ),
-        "- spec and kernel lookup": lambda: get_kernel(
-            rmsnorm_spec(fp32, 64, _runtime.tuning_of(x)), _runtime.queue_of(x)
+        "- of a repeated call, both: the bound launch found by its key": (
+            lambda: norm_ops._rmsnorm.bound_launch((x, w, eps, out))
         ),
         "- launch: marshalling, submit, wait": launch_on(queue),
         "  - of which marshalling and submit, without the wait": launch_on(no_wait),

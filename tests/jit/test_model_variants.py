@@ -8,6 +8,8 @@ from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit.model_variants import MODEL_FAMILIES, config_dtype, model_specs
 from sycl_kernels.jit.spec import KernelSpec
 
+from tests.conftest import unkept_launches
+
 # Config.json-shaped, small; shared sizes so the three name few distinct kernels
 # (tests/test_cli.py compiles them).
 _COMMON = {
@@ -132,6 +134,7 @@ def test_model_specs_are_what_a_patched_model_launches(
         return _NoKernel()
 
     monkeypatch.setattr(_launch, "get_kernel", record)
+    unkept_launches(monkeypatch)
     patcher.patch(model)
     try:
         with torch.no_grad():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import sycl_kernels
 import torch
@@ -64,11 +66,11 @@ def test_act_and_mul_rejects_bad_input(op: str, x, out, error, message: str) -> 
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_gpu_tuned_kernels_compute_the_same(op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_tuned_kernels_compute_the_same(
+    op: str, tuning_override: Callable[[str], None]
+) -> None:
     # XPU tensors get the "gpu" tuning; checked here on the CPU device.
-    from sycl_kernels import _runtime
-
-    monkeypatch.setattr(_runtime, "tuning_of", lambda t: "gpu")
+    tuning_override("gpu")
     x = torch.randn(7, 2 * 1000).to(torch.bfloat16)
     out = getattr(sycl_kernels, op)(x)
     torch.testing.assert_close(

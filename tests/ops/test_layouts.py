@@ -6,6 +6,8 @@ rotary and a cache in the model dtype, and gated activations with either half ac
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import sycl_kernels
 import torch
@@ -18,12 +20,10 @@ HALF_DTYPES = [torch.float16, torch.bfloat16]
 
 
 @pytest.fixture(params=["cpu", "gpu"])
-def tuning(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def tuning(request: pytest.FixtureRequest, tuning_override: Callable[[str], None]) -> str:
     """Either tuning of the kernels, run on the CPU device: XPU tensors get "gpu" (vector
     accesses, with a scalar path for misaligned rows), which no Intel GPU here runs."""
-    from sycl_kernels import _runtime
-
-    monkeypatch.setattr(_runtime, "tuning_of", lambda t: request.param)
+    tuning_override(request.param)
     return request.param
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -259,13 +260,11 @@ def test_qknorm_rejects_q_and_k_in_one_memory() -> None:
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("hidden", [1000, 4096])
 def test_gpu_tuned_kernels_compute_the_same(
-    hidden: int, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+    hidden: int, dtype: torch.dtype, tuning_override: Callable[[str], None]
 ) -> None:
     # The ops pick "gpu" tuning for XPU tensors; no Intel GPU exists here, so the
     # gpu-tuned variants (16-byte accesses per work-item) are checked on the CPU device.
-    from sycl_kernels import _runtime
-
-    monkeypatch.setattr(_runtime, "tuning_of", lambda t: "gpu")
+    tuning_override("gpu")
     x, weight = _inputs(5, hidden, dtype)
     out = sycl_kernels.rmsnorm(x, weight, 1e-6)
     tol = references.tolerance(dtype)

@@ -6,8 +6,11 @@ An op is two functions:
   strides, overlap, scalar values), returning what the launch needs (the dtype
   entry, row views). It reads metadata only, so it also runs on fake tensors with
   symbolic shapes. Its annotated signature is the custom op's schema.
-- ``launch(plan, *args)``: checks that need the data (index ranges on CPU
-  tensors), the kernel spec, then the kernel launch.
+- ``bind(plan, *args) -> launch``: the kernel spec and the loaded kernel, and
+  every launch argument that metadata fixes (strides, sizes, scalars), bound into
+  ``launch(*args)``, which reads the addresses (and runs the checks that need the
+  data: index ranges on CPU tensors) and launches. An op that returns a new
+  tensor gets it as launch's last argument, ``out``.
 
 define_op registers ``sycl_kernels::<name>`` (and ``<name>_out`` for an op whose
 check ends with an ``out`` parameter) with a real implementation that runs both
@@ -15,10 +18,10 @@ and a fake one that runs ``check`` on metadata, so every entry point checks befo
 anything launches: the public function, ``torch.ops.sycl_kernels.*``, a
 ``torch.compile``d graph (at trace time) and opcheck. It returns the dispatcher
 the public function forwards to: in eager mode without autograd it runs ``check``
-and ``launch`` itself, skipping the dispatcher's per-call cost; while compiling,
+and the launch itself, skipping the dispatcher's per-call cost; while compiling,
 or when an input requires grad with grad mode on, it calls the custom op. Both
-real paths keep each passed check's plan by what the check reads
-(_metadata_key): a repeated call skips the checks, a changed one is checked.
+real paths keep each bound launch by what the check reads (_metadata_key): a
+repeated call skips the checks and the binding, a changed one is checked.
 
 Autograd: an op given a ``torch_form`` (its formula in torch ops, float32 math)
 gets the gradient of that formula; any other op raises a RuntimeError when called
@@ -33,6 +36,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from ._launch import Launch
 
 OP_NAMESPACE = "sycl_kernels"
 
@@ -176,9 +181,9 @@ def _register_gradient(
     op.register_autograd(backward, setup_context=setup_context)
 
 
-# Plans of eager calls, per op, by what the checks read (_metadata_key); cleared
-# when full, as a server's varying token counts would grow it without bound.
-_PLAN_CACHE_SIZE = 4096
+# Bound launches, per op, by what the checks read (_metadata_key); cleared when
+# full, as a server's varying token counts would grow it without bound.
+_LAUNCH_CACHE_SIZE = 4096
 
 
 def _metadata_key(args: tuple) -> tuple | None:
@@ -187,7 +192,8 @@ def _metadata_key(args: tuple) -> tuple | None:
     (the type too, so that 1 never finds the plan of True). The layout too: a sparse
     tensor reports strides (0, 0), those of an expanded strided one. None where
     strides cannot be read (its check raises). The checks read nothing else: no
-    data, no addresses, no tensor's identity; so equal keys have equal plans.
+    data, no addresses, no tensor's identity; so equal keys have equal plans, and
+    equal bound launches.
     """
     try:
         # is_cpu first: building a torch.device costs ~0.25 us.
@@ -206,13 +212,13 @@ def _metadata_key(args: tuple) -> tuple | None:
 def define_op(
     name: str,
     check: Callable[..., Any],
-    launch: Callable[..., None],
+    bind: Callable[..., Launch],
     *,
     mutates: Sequence[str] = (),
     new_output: Callable[..., torch.Tensor] | None = None,
     torch_form: Callable[..., torch.Tensor] | None = None,
 ) -> Callable[..., Any]:
-    """Registers sycl_kernels::<name> from `check` and `launch`; returns the dispatcher.
+    """Registers sycl_kernels::<name> from `check` and `bind`; returns the dispatcher.
 
     mutates: the arguments the op writes in place (it then returns None).
     new_output(*args): allocates the op's result (fake tensors included); the op
@@ -249,34 +255,38 @@ def define_op(
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
-    plans: dict[tuple, Any] = {}
+    def checked_launch(args: tuple) -> Launch:
+        return bind(check(*args), *args)
 
-    def checked_plan(args: tuple) -> Any:
-        """check(*args), kept by _metadata_key: the checks cost 2-4 us a call, a
-        quarter of a small op's; the key about 1.3 us. Arguments that cannot be a
-        key (a list, a symbolic size) are checked every time."""
+    launches: dict[tuple, Launch] = {}
+
+    def bound_launch(args: tuple) -> Launch:
+        """bind(check(*args), *args), kept by _metadata_key: the checks and the
+        binding cost 3-5 us a call, a third of a small op's; the key about 1.3 us.
+        Arguments that cannot be a key (a list, a symbolic size) are checked and
+        bound every time."""
         key = _metadata_key(args)
         if key is None:
-            return check(*args)
+            return checked_launch(args)
         try:
-            return plans[key]
+            return launches[key]
         except KeyError:
             pass
         except TypeError:  # unhashable
-            return check(*args)
-        plan = check(*args)  # raises for bad arguments: only good ones are kept
-        if len(plans) >= _PLAN_CACHE_SIZE:
-            plans.clear()
-        plans[key] = plan
-        return plan
+            return checked_launch(args)
+        launch = checked_launch(args)  # raises for bad arguments: only good ones are kept
+        if len(launches) >= _LAUNCH_CACHE_SIZE:
+            launches.clear()
+        launches[key] = launch
+        return launch
 
     if new_output is not None:
 
         def functional_body(*args: Any, **kwargs: Any) -> torch.Tensor:
             args = full(args, kwargs)
-            plan = checked_plan(args)
+            launch = bound_launch(args)
             out = new_output(*args)
-            launch(plan, *args, out)
+            launch(*args, out)
             return out
 
         def functional_fake(*args: Any, **kwargs: Any) -> torch.Tensor:
@@ -309,7 +319,7 @@ def define_op(
 
         def out_body(*args: Any, **kwargs: Any) -> None:
             args = out_args(args, kwargs)
-            launch(checked_plan(args), *args)
+            bound_launch(args)(*args)
 
         def out_fake(*args: Any, **kwargs: Any) -> None:
             check(*out_args(args, kwargs))
@@ -320,7 +330,7 @@ def define_op(
 
         def writing_body(*args: Any, **kwargs: Any) -> None:
             args = full(args, kwargs)
-            launch(checked_plan(args), *args)
+            bound_launch(args)(*args)
 
         def writing_fake(*args: Any, **kwargs: Any) -> None:
             check(*full(args, kwargs))
@@ -344,31 +354,33 @@ def define_op(
                     return through_the_op(args)
         if torch.compiler.is_compiling():
             return through_the_op(args)
-        plan = checked_plan(args)
+        launch = bound_launch(args)
         # Written tensors get their version bumped, as torch's in-place ops do (and the
         # dispatcher's path does): autograd then refuses one it saved and we changed.
         if new_output is None:
-            launch(plan, *args)
+            launch(*args)
             for i in mutated_positions:
                 if args[i] is not None:
                     bump_version(args[i])
             return None
         if not has_out:
             out = new_output(*args)
-            launch(plan, *args, out)
+            launch(*args, out)
             return out
         out = args[-1]
         if out is None:
             inputs = args[:-1]
             out = new_output(*inputs)
-            launch(plan, *inputs, out)
+            launch(*inputs, out)
             return out
-        launch(plan, *args)
+        launch(*args)
         bump_version(out)
         return out
 
     run.__name__ = run.__qualname__ = name
-    # The checks alone, and as a repeated call takes them: for the bench's breakdown.
+    # The parts of a call, for the bench's breakdown: the checks, the binding, and
+    # what a repeated call takes instead of both.
     run.check = check
-    run.checked_plan = checked_plan
+    run.bind = bind
+    run.bound_launch = bound_launch
     return run

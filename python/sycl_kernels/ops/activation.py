@@ -25,7 +25,7 @@ from ._checks import (
     row_layout,
     tensor_meta,
 )
-from ._launch import launch_groups
+from ._launch import Launch, bind_kernel, skip
 from ._op import define_op
 
 # Activation name -> (its op over x's halves, the activation in torch for the gradient).
@@ -49,36 +49,32 @@ def _check_out(
     return out_strides
 
 
-def _launch(
-    activation: str, plan: _Plan, gate_address: int, up_address: int, out: torch.Tensor
-) -> None:
-    """Launches act_and_mul on rows laid out as plan's: gate's strides, up's, out's if given."""
+def _bind_rows(
+    activation: str, plan: _Plan, like: torch.Tensor, dim: int
+) -> Callable[[int, int, int], None]:
+    """act_and_mul's kernel on rows of `dim` laid out as plan's (gate's strides, up's,
+    out's if given, else a new contiguous out's), as a function of gate's, up's and
+    out's addresses."""
     dtype, layout = plan
-    dim = out.shape[-1]
-    out_strides = (
-        layout.strides[2] if len(layout.strides) > 2 else contiguous_row_strides(layout, dim)
-    )
-    launch_groups(
-        act_and_mul_spec(activation, dtype, dim, _runtime.tuning_of(out)),
-        _runtime.queue_of(out),
-        layout.rows,
-        gate_address,
-        *layout.strides[0],
-        up_address,
-        *layout.strides[1],
-        out.data_ptr(),
-        *out_strides,
-        layout.middle_size,
-        layout.inner_size,
+    gate_strides, up_strides, *given = layout.strides
+    out_strides = given[0] if given else contiguous_row_strides(layout, dim)
+    sizes = (layout.middle_size, layout.inner_size)
+    kernel = bind_kernel(
+        act_and_mul_spec(activation, dtype, dim, _runtime.tuning_of(like)), like, layout.rows
     )
 
+    def launch(gate_address: int, up_address: int, out_address: int) -> None:
+        kernel(
+            gate_address,
+            *gate_strides,
+            up_address,
+            *up_strides,
+            out_address,
+            *out_strides,
+            *sizes,
+        )
 
-def _half_addresses(x: torch.Tensor, gate_first: bool) -> tuple[int, int]:
-    """The addresses of gate and up, the halves of x's last dimension (no views: each
-    costs about 1 us)."""
-    first = x.data_ptr()
-    second = first + x.shape[-1] // 2 * x.element_size()
-    return (first, second) if gate_first else (second, first)
+    return launch
 
 
 def _out_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -114,9 +110,20 @@ def _define(op: str, activation: str, doc: str) -> Callable[..., torch.Tensor]:
             return None
         return dtype, row_layout(op, out_shape[-1], out_shape, rows)
 
-    def launch(plan: _Plan | None, x: torch.Tensor, gate_first: bool, out: torch.Tensor) -> None:
-        if plan is not None:
-            _launch(activation, plan, *_half_addresses(x, gate_first), out)
+    def bind(plan: _Plan | None, x: torch.Tensor, gate_first: bool, out=None) -> Launch:
+        if plan is None:
+            return skip
+        dim = x.shape[-1] // 2
+        rows = _bind_rows(activation, plan, x, dim)
+        # gate and up are the halves of x's rows: addresses, not views (each costs ~1 us).
+        half = dim * x.element_size()
+        gate_offset, up_offset = (0, half) if gate_first else (half, 0)
+
+        def launch(x: torch.Tensor, gate_first: bool, out: torch.Tensor) -> None:
+            first = x.data_ptr()
+            rows(first + gate_offset, first + up_offset, out.data_ptr())
+
+        return launch
 
     torch_activation = _TORCH_ACTIVATIONS[activation]
 
@@ -128,7 +135,7 @@ def _define(op: str, activation: str, doc: str) -> Callable[..., torch.Tensor]:
     run = define_op(
         op,
         check,
-        launch,
+        bind,
         new_output=lambda x, gate_first: x.new_empty(_out_shape(x.shape)),
         torch_form=torch_form,
     )
@@ -180,9 +187,15 @@ def _act_and_mul_check(
     return dtype, row_layout(op, shape[-1], shape, rows)
 
 
-def _act_and_mul_launch(plan, gate, up, activation, out) -> None:
-    if plan is not None:
-        _launch(activation, plan, gate.data_ptr(), up.data_ptr(), out)
+def _act_and_mul_bind(plan, gate, up, activation, out=None) -> Launch:
+    if plan is None:
+        return skip
+    rows = _bind_rows(activation, plan, gate, gate.shape[-1])
+
+    def launch(gate, up, activation, out) -> None:
+        rows(gate.data_ptr(), up.data_ptr(), out.data_ptr())
+
+    return launch
 
 
 def _act_and_mul_form(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
@@ -192,7 +205,7 @@ def _act_and_mul_form(gate: torch.Tensor, up: torch.Tensor, activation: str) -> 
 _act_and_mul = define_op(
     "act_and_mul",
     _act_and_mul_check,
-    _act_and_mul_launch,
+    _act_and_mul_bind,
     new_output=lambda gate, up, activation: torch.empty_like(
         gate, memory_format=torch.contiguous_format
     ),

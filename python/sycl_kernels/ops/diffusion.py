@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import _runtime
 from ..jit.diffusion import timestep_embedding_spec
 from ._checks import check_bool, check_int, check_number, check_tensor
-from ._launch import launch_groups
+from ._launch import Launch, bind_kernel, skip
 from ._op import define_op
 
 _OP = "timestep_embedding"
@@ -33,7 +32,7 @@ def _check(
     check_number(_OP, "max_period", max_period, positive=True)
 
 
-def _launch(
+def _bind(
     plan: None,
     t: torch.Tensor,
     dim: int,
@@ -41,29 +40,29 @@ def _launch(
     downscale_freq_shift: float,
     scale: float,
     max_period: float,
-    out: torch.Tensor,
-) -> None:
+) -> Launch:
     if t.shape[0] == 0:
-        return
-    timesteps = t.to(torch.float32).contiguous()
-    launch_groups(
-        timestep_embedding_spec(dim),
-        _runtime.queue_of(t),
-        t.shape[0],
-        timesteps.data_ptr(),
-        out.data_ptr(),
+        return skip
+    kernel = bind_kernel(timestep_embedding_spec(dim), t, t.shape[0])
+    scalars = (
         int(flip_sin_to_cos),
         float(downscale_freq_shift),
         float(scale),
         float(max_period),
     )
 
+    def launch(t, dim, flip_sin_to_cos, downscale_freq_shift, scale, max_period, out) -> None:
+        timesteps = t.to(torch.float32).contiguous()
+        kernel(timesteps.data_ptr(), out.data_ptr(), *scalars)
+
+    return launch
+
 
 def _new_output(t: torch.Tensor, dim: int, *_: object) -> torch.Tensor:
     return torch.empty((t.shape[0], dim), dtype=torch.float32, device=t.device)
 
 
-_timestep_embedding = define_op(_OP, _check, _launch, new_output=_new_output)
+_timestep_embedding = define_op(_OP, _check, _bind, new_output=_new_output)
 
 
 def timestep_embedding(

@@ -30,7 +30,7 @@ from ._checks import (
     row_layout,
     tensor_meta,
 )
-from ._launch import address, launch_groups
+from ._launch import Launch, address, bind_kernel, skip
 from ._op import define_op
 
 
@@ -109,28 +109,24 @@ def _define_rmsnorm(op: str, gemma: bool):
             return None
         return dtype, weight_kind, row_layout(op, shape[-1], shape, rows)
 
-    def launch(plan, x, weight, eps, out) -> None:
+    def bind(plan, x, weight, eps, out=None) -> Launch:
         if plan is None:
-            return
+            return skip
         dtype, weight_kind, layout = plan
         hidden = x.shape[-1]
         x_strides = layout.strides[0]
         out_strides = (
-            layout.strides[1] if len(layout.strides) > 1 else contiguous_row_strides(layout, hidden)
+            layout.strides[1] if out is not None else contiguous_row_strides(layout, hidden)
         )
-        launch_groups(
-            rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma, weight_kind),
-            _runtime.queue_of(x),
-            layout.rows,
-            x.data_ptr(),
-            *x_strides,
-            address(weight),
-            out.data_ptr(),
-            *out_strides,
-            layout.middle_size,
-            layout.inner_size,
-            float(eps),
+        sizes = (layout.middle_size, layout.inner_size, float(eps))
+        kernel = bind_kernel(
+            rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma, weight_kind), x, layout.rows
         )
+
+        def launch(x, weight, eps, out) -> None:
+            kernel(x.data_ptr(), *x_strides, address(weight), out.data_ptr(), *out_strides, *sizes)
+
+        return launch
 
     def new_output(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
         # empty_like: half the cost of torch.empty(shape, dtype=, device=) per call.
@@ -139,7 +135,7 @@ def _define_rmsnorm(op: str, gemma: bool):
     return define_op(
         op,
         check,
-        launch,
+        bind,
         new_output=new_output,
         torch_form=lambda x, weight, eps: _rmsnorm_form(x, weight, eps, gemma),
     )
@@ -166,28 +162,30 @@ def _define_fused_add_rmsnorm(op: str, gemma: bool):
         )
         return dtype, weight_kind, layout
 
-    def launch(plan, x, residual, weight, eps, rounded_sum) -> None:
+    def bind(plan, x, residual, weight, eps, rounded_sum) -> Launch:
         if plan is None:
-            return
+            return skip
         dtype, weight_kind, layout = plan
         spec = fused_add_rmsnorm_spec(
             dtype, x.shape[-1], _runtime.tuning_of(x), gemma, weight_kind, rounded_sum
         )
-        launch_groups(
-            spec,
-            _runtime.queue_of(x),
-            layout.rows,
-            x.data_ptr(),
-            *layout.strides[0],
-            residual.data_ptr(),
-            *layout.strides[1],
-            address(weight),
-            layout.middle_size,
-            layout.inner_size,
-            float(eps),
-        )
+        kernel = bind_kernel(spec, x, layout.rows)
+        x_strides, residual_strides = layout.strides
+        sizes = (layout.middle_size, layout.inner_size, float(eps))
 
-    return define_op(op, check, launch, mutates=("x", "residual"))
+        def launch(x, residual, weight, eps, rounded_sum) -> None:
+            kernel(
+                x.data_ptr(),
+                *x_strides,
+                residual.data_ptr(),
+                *residual_strides,
+                address(weight),
+                *sizes,
+            )
+
+        return launch
+
+    return define_op(op, check, bind, mutates=("x", "residual"))
 
 
 def _qknorm_check(
@@ -249,37 +247,40 @@ def _describe(weight: torch.Tensor | None) -> str:
     return "None" if weight is None else str(weight.dtype)
 
 
-def _qknorm_launch(plan, q, k, q_weight, k_weight, eps, gemma) -> None:
+def _qknorm_bind(plan, q, k, q_weight, k_weight, eps, gemma) -> Launch:
     if plan is None:
-        return
+        return skip
     dtype, weight_kind, q_rows, k_rows = plan
     tuned_for = _runtime.tuning_of(q)
     heads = q_rows.rows + k_rows.rows
-    launch_groups(
+    kernel = bind_kernel(
         qknorm_spec(dtype, q.shape[-1], tuned_for, gemma, weight_kind),
-        _runtime.queue_of(q),
+        q,
         -(-heads // qknorm_heads_per_group(tuned_for)),
-        q.data_ptr(),
-        *q_rows.strides[0],
-        q_rows.middle_size,
-        q_rows.inner_size,
-        q_rows.rows,
-        k.data_ptr(),
-        *k_rows.strides[0],
-        k_rows.middle_size,
-        k_rows.inner_size,
-        address(q_weight),
-        address(k_weight),
-        float(eps),
-        heads,
     )
+    q_args = (*q_rows.strides[0], q_rows.middle_size, q_rows.inner_size, q_rows.rows)
+    k_args = (*k_rows.strides[0], k_rows.middle_size, k_rows.inner_size)
+    tail = (float(eps), heads)
+
+    def launch(q, k, q_weight, k_weight, eps, gemma) -> None:
+        kernel(
+            q.data_ptr(),
+            *q_args,
+            k.data_ptr(),
+            *k_args,
+            address(q_weight),
+            address(k_weight),
+            *tail,
+        )
+
+    return launch
 
 
 _rmsnorm = _define_rmsnorm("rmsnorm", gemma=False)
 _gemma_rmsnorm = _define_rmsnorm("gemma_rmsnorm", gemma=True)
 _fused_add_rmsnorm = _define_fused_add_rmsnorm("fused_add_rmsnorm", gemma=False)
 _gemma_fused_add_rmsnorm = _define_fused_add_rmsnorm("gemma_fused_add_rmsnorm", gemma=True)
-_qknorm = define_op("qknorm", _qknorm_check, _qknorm_launch, mutates=("q", "k"))
+_qknorm = define_op("qknorm", _qknorm_check, _qknorm_bind, mutates=("q", "k"))
 
 
 def rmsnorm(

@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 import torch
 
-from .. import _runtime
 from .._dtypes import DType
 from ..jit.rope import qknorm_rope_spec, rope_spec
 from ._checks import (
@@ -21,7 +20,7 @@ from ._checks import (
     check_unit_last_stride,
     row_layout,
 )
-from ._launch import address, launch_groups
+from ._launch import Launch, address, bind_kernel, skip
 from ._op import define_op
 from .norm import check_qk_weights
 
@@ -263,16 +262,16 @@ def _launch_args(
     k_cache: torch.Tensor | None,
     v_cache: torch.Tensor | None,
     out_loc: torch.Tensor | None,
-) -> tuple[int, list[object]]:
-    """The work-groups and the arguments of rope.hpp's kernels (qknorm_rope's begin with
-    them), after the range checks of CPU indices."""
+) -> list[object]:
+    """The arguments of rope.hpp's kernels (qknorm_rope's begin with them), after the
+    range checks of CPU indices."""
     if positions.is_cpu:
         _check_range(op, "positions", positions, cos_sin_cache.shape[0], "cos_sin_cache.shape[0]")
         if out_loc is not None:
             _check_range(op, "out_loc", out_loc, k_cache.shape[0], "k_cache.shape[0]", True)
     # The [batch, seq, heads, head_dim] forms only renumber their tensors' dimensions:
     # the tensors' own addresses are theirs.
-    (batch, seq, num_q_heads, _), q_strides = plan.q
+    (_, seq, num_q_heads, _), q_strides = plan.q
     num_k_heads = 0 if plan.k is None else plan.k[0][2]
     # Without k, no work-group reads it; q stands in for a valid address.
     k_address, k_strides = (q.data_ptr(), q_strides) if k is None else (k.data_ptr(), plan.k[1])
@@ -282,10 +281,16 @@ def _launch_args(
     if out_loc is not None:
         args += [v.data_ptr(), *plan.v[1][:3], k_cache.data_ptr()]
         args += [v_cache.data_ptr(), out_loc.data_ptr()]
-    return batch * seq * (num_q_heads + num_k_heads), args
+    return args
 
 
-def _launch(
+def _groups(plan: _Plan) -> int:
+    """The work-groups of rope.hpp's kernels: one a head."""
+    batch, seq, num_q_heads, _ = plan.q[0]
+    return batch * seq * (num_q_heads + (0 if plan.k is None else plan.k[0][2]))
+
+
+def _bind(
     plan: _Plan | None,
     positions,
     q,
@@ -299,12 +304,9 @@ def _launch(
     k_cache,
     v_cache,
     out_loc,
-) -> None:
+) -> Launch:
     if plan is None:
-        return
-    groups, args = _launch_args(
-        _OP, plan, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc
-    )
+        return skip
     spec = rope_spec(
         plan.dtype,
         plan.q[0][3],
@@ -314,10 +316,29 @@ def _launch(
         out_loc is not None,
         plan.cache_dtype,
     )
-    launch_groups(spec, _runtime.queue_of(q), groups, *args)
+    kernel = bind_kernel(spec, q, _groups(plan))
+
+    def launch(
+        positions,
+        q,
+        k,
+        cos_sin_cache,
+        is_neox,
+        rotary_dim,
+        head_size,
+        layout,
+        v,
+        k_cache,
+        v_cache,
+        out_loc,
+    ) -> None:
+        args = _launch_args(_OP, plan, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc)
+        kernel(*args)
+
+    return launch
 
 
-_apply_rope = define_op(_OP, _check, _launch, mutates=("q", "k", "k_cache", "v_cache"))
+_apply_rope = define_op(_OP, _check, _bind, mutates=("q", "k", "k_cache", "v_cache"))
 
 
 def apply_rope(
@@ -424,7 +445,7 @@ def _qknorm_rope_check(
     return None if plan is None else (plan, weight_kind)
 
 
-def _qknorm_rope_launch(
+def _qknorm_rope_bind(
     plan: tuple[_Plan, str] | None,
     positions,
     q,
@@ -441,13 +462,10 @@ def _qknorm_rope_launch(
     k_cache,
     v_cache,
     out_loc,
-) -> None:
+) -> Launch:
     if plan is None:
-        return
+        return skip
     rope, weight_kind = plan
-    groups, args = _launch_args(
-        _QKNORM_ROPE, rope, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc
-    )
     spec = qknorm_rope_spec(
         rope.dtype,
         rope.q[0][3],
@@ -459,14 +477,38 @@ def _qknorm_rope_launch(
         gemma,
         weight_kind,
     )
-    args += [address(q_weight), address(k_weight), float(eps)]
-    launch_groups(spec, _runtime.queue_of(q), groups, *args)
+    kernel = bind_kernel(spec, q, _groups(rope))
+    eps_value = float(eps)
+
+    def launch(
+        positions,
+        q,
+        k,
+        q_weight,
+        k_weight,
+        cos_sin_cache,
+        is_neox,
+        eps,
+        gemma,
+        head_size,
+        layout,
+        v,
+        k_cache,
+        v_cache,
+        out_loc,
+    ) -> None:
+        args = _launch_args(
+            _QKNORM_ROPE, rope, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc
+        )
+        kernel(*args, address(q_weight), address(k_weight), eps_value)
+
+    return launch
 
 
 _qknorm_rope = define_op(
     _QKNORM_ROPE,
     _qknorm_rope_check,
-    _qknorm_rope_launch,
+    _qknorm_rope_bind,
     mutates=("q", "k", "k_cache", "v_cache"),
 )
 
