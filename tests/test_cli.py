@@ -123,7 +123,7 @@ def test_demo_prints_the_comparison_table(tmp_path: Path) -> None:
 @pytest.mark.needs_bundled(
     "rmsnorm_fp32_h4096_cpu",
     "fused_add_rmsnorm_fp32_h4096_cpu",
-    "rope_fp32_d128_r128_neox_i64",
+    "rope_fp32_d128_r128_neox_i64_cpu",
     "silu_and_mul_fp32_d11008_cpu",
 )
 def test_bench_quick_reports_every_part(tmp_path: Path) -> None:

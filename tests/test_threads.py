@@ -87,7 +87,7 @@ def _timestep_embedding(gen: torch.Generator) -> None:
     "rmsnorm_fp32_h4096_cpu",
     "fused_add_rmsnorm_fp32_h4096_cpu",
     "qknorm_bf16_d128_cpu",
-    "rope_bf16_d128_r128_neox_i64",
+    "rope_bf16_d128_r128_neox_i64_cpu",
     "silu_and_mul_fp16_d11008_cpu",
     "timestep_embedding_fp32_d320",
 )

@@ -60,10 +60,12 @@ inline bool is_weight_aligned(const W* weight) {
 }
 
 // rsqrt(mean(x^2) + eps) of a row of kHidden elements, from each work-item's part of
-// the sum of squares; a work-group barrier (qknorm_rope.hpp computes its scale here too).
-template <int kHidden>
+// the sum of squares; a synchronization point of the work-group (group_sum), which
+// qknorm_rope.hpp, computing its scale here too, relies on.
+template <int kHidden, int kThreads>
 inline float inverse_rms(const ::sycl::nd_item<1>& item, float partial_sum_sq, float eps) {
-  return ::sycl::rsqrt(group_sum(item, partial_sum_sq) / static_cast<float>(kHidden) + eps);
+  return ::sycl::rsqrt(group_sum<kThreads>(item, partial_sum_sq) / static_cast<float>(kHidden) +
+                       eps);
 }
 
 // Normalizes one row. With a residual, x + residual is stored into the residual
@@ -122,7 +124,7 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
   } else {
     for_each_strided<kHidden, kThreads>(tid, input_element);
   }
-  const float inv_rms = inverse_rms<kHidden>(item, sum_sq, eps);
+  const float inv_rms = inverse_rms<kHidden, kThreads>(item, sum_sq, eps);
 
   // Pass 2: normalize. Each work-item touches the elements it did in pass 1, so
   // reading what it stored there (or the untouched inputs) needs no barrier.

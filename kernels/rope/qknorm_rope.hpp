@@ -1,8 +1,8 @@
 // kernels/rope/qknorm_rope.hpp: per-head RMSNorm, then rotary embedding, of q and k in one pass.
 //
 // What kernels/norm/qknorm.hpp and then kernels/rope/rope.hpp compute, in one
-// launch: each work-group takes one (token, head) as rope.hpp does (the same
-// layouts, positions, cos/sin cache and optional KV store), sums the head's
+// launch: each work-group takes its (token, head)s as rope.hpp does (the same
+// layouts, positions, cos/sin cache and optional KV store), sums each head's
 // squares, and rotates the normalized values. The normalized value
 // x * rsqrt(mean(x^2) + eps) * w (kGemma: 1 + w; W = NoWeight: no scale) stays in
 // float through the rotation and is rounded to T once; the elements past
@@ -16,7 +16,7 @@ namespace sycl_kernels {
 
 template <typename T, typename W, typename C, typename Pos, int kHeadDim, int kRotaryDim,
           bool kNeox, bool kGemma, int kThreads, bool kStoreKv>
-inline void qknorm_rope_head(const Pos* positions, int64_t positions_batch_stride,
+inline void qknorm_rope_head(int64_t index, const Pos* positions, int64_t positions_batch_stride,
                              int64_t positions_seq_stride, int64_t seq_len, T* q,
                              HeadStrides q_at, int64_t num_q_heads, T* k, HeadStrides k_at,
                              int64_t num_k_heads, const C* cos_sin_cache, const T* v,
@@ -25,7 +25,7 @@ inline void qknorm_rope_head(const Pos* positions, int64_t positions_batch_strid
   const auto item = this_nd_item();
   const int tid = static_cast<int>(item.get_local_id(0));
   const RopeHead<T, C> h = locate_head<T, C, Pos, kHeadDim, kRotaryDim, kStoreKv>(
-      item, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
+      index, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
       num_q_heads, k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
 
   float sum_sq = 0.0f;
@@ -33,8 +33,9 @@ inline void qknorm_rope_head(const Pos* positions, int64_t positions_batch_strid
     const float e = to_float(h.x[i]);
     sum_sq += e * e;
   });
-  // The barrier in the reduction also orders every read above before the writes below.
-  const float inv_rms = inverse_rms<kHeadDim>(item, sum_sq, eps);
+  // The reduction, a synchronization point of the group, also orders every read above
+  // before the writes below.
+  const float inv_rms = inverse_rms<kHeadDim, kThreads>(item, sum_sq, eps);
   const W* weight = h.is_q ? q_weight : k_weight;
   // As rmsnorm_row normalizes, without its rounding.
   auto normalized = [&](T e, float scale) { return to_float(e) * inv_rms * scale; };
@@ -62,22 +63,24 @@ inline void qknorm_rope_head(const Pos* positions, int64_t positions_batch_strid
 }
 
 template <typename T, typename W, typename C, typename Pos, int kHeadDim, int kRotaryDim,
-          bool kNeox, bool kGemma, int kThreads>
+          bool kNeox, bool kGemma, int kThreads, int kHeadsPerGroup>
 inline void qknorm_rope(const Pos* positions, int64_t positions_batch_stride,
                         int64_t positions_seq_stride, int64_t seq_len, T* q,
                         int64_t q_batch_stride, int64_t q_seq_stride, int64_t q_head_stride,
                         int64_t num_q_heads, T* k, int64_t k_batch_stride, int64_t k_seq_stride,
                         int64_t k_head_stride, int64_t num_k_heads, const C* cos_sin_cache,
-                        const W* q_weight, const W* k_weight, float eps) {
-  qknorm_rope_head<T, W, C, Pos, kHeadDim, kRotaryDim, kNeox, kGemma, kThreads, false>(
-      positions, positions_batch_stride, positions_seq_stride, seq_len, q,
-      {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
-      {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, nullptr, {},
-      nullptr, nullptr, nullptr, q_weight, k_weight, eps);
+                        int64_t total_heads, const W* q_weight, const W* k_weight, float eps) {
+  for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
+    qknorm_rope_head<T, W, C, Pos, kHeadDim, kRotaryDim, kNeox, kGemma, kThreads, false>(
+        index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,
+        {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
+        {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, nullptr, {},
+        nullptr, nullptr, nullptr, q_weight, k_weight, eps);
+  });
 }
 
 template <typename T, typename W, typename C, typename Pos, int kHeadDim, int kRotaryDim,
-          bool kNeox, bool kGemma, int kThreads>
+          bool kNeox, bool kGemma, int kThreads, int kHeadsPerGroup>
 inline void qknorm_rope_store_kv(const Pos* positions, int64_t positions_batch_stride,
                                  int64_t positions_seq_stride, int64_t seq_len, T* q,
                                  int64_t q_batch_stride, int64_t q_seq_stride,
@@ -86,14 +89,16 @@ inline void qknorm_rope_store_kv(const Pos* positions, int64_t positions_batch_s
                                  int64_t k_head_stride, int64_t num_k_heads,
                                  const C* cos_sin_cache, const T* v, int64_t v_batch_stride,
                                  int64_t v_seq_stride, int64_t v_head_stride, T* k_cache,
-                                 T* v_cache, const int64_t* out_loc, const W* q_weight,
-                                 const W* k_weight, float eps) {
-  qknorm_rope_head<T, W, C, Pos, kHeadDim, kRotaryDim, kNeox, kGemma, kThreads, true>(
-      positions, positions_batch_stride, positions_seq_stride, seq_len, q,
-      {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
-      {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, v,
-      {v_batch_stride, v_seq_stride, v_head_stride}, k_cache, v_cache, out_loc, q_weight,
-      k_weight, eps);
+                                 T* v_cache, const int64_t* out_loc, int64_t total_heads,
+                                 const W* q_weight, const W* k_weight, float eps) {
+  for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
+    qknorm_rope_head<T, W, C, Pos, kHeadDim, kRotaryDim, kNeox, kGemma, kThreads, true>(
+        index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,
+        {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
+        {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, v,
+        {v_batch_stride, v_seq_stride, v_head_stride}, k_cache, v_cache, out_loc, q_weight,
+        k_weight, eps);
+  });
 }
 
 }  // namespace sycl_kernels

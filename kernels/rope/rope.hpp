@@ -1,4 +1,4 @@
-// kernels/rope/rope.hpp: rotary position embedding of q and k in place, one work-group per (token, head).
+// kernels/rope/rope.hpp: rotary position embedding of q and k in place, by heads.
 //
 // q and k are seen as [batch, seq, heads, kHeadDim] with any batch, seq and head
 // strides (the host maps [tokens, heads, D] and [batch, heads, seq, D] views onto
@@ -11,10 +11,12 @@
 // num_k_heads, kHeadDim] at slot out_loc[token] (tokens numbered batch-major; a
 // negative slot stores nothing, e.g. padding). num_k_heads may be 0 (no k).
 //
-// Work-groups [0, batch * seq * (num_q_heads + num_k_heads)) take one head each,
-// so every loop has a compile-time trip count and unrolls. The pieces below
-// (locate_head, rotate_head, store_rest, store_v) are shared with
-// qknorm_rope.hpp, which rotates normalized values instead of the stored ones.
+// The heads, numbered token-major ([0, total_heads) with total_heads = batch * seq *
+// (num_q_heads + num_k_heads)), go kHeadsPerGroup to a work-group, one after
+// another (for_each_head); a head's loops have compile-time trip counts and
+// unroll. The pieces below (for_each_head, locate_head, rotate_head, store_rest,
+// store_v) are shared with qknorm_rope.hpp, which rotates normalized values
+// instead of the stored ones.
 #pragma once
 
 #include <type_traits>
@@ -44,8 +46,20 @@ struct RopeHead {
   T* cached;           // the k_cache row of this head, or nullptr
 };
 
+// Runs head(index) for this work-group's heads. The bound is uniform over the group,
+// so all its work-items run the same heads (and reach the same barriers).
+template <int kHeadsPerGroup, typename Head>
+inline void for_each_head(int64_t total_heads, Head&& head) {
+  const int64_t first = static_cast<int64_t>(this_nd_item().get_group(0)) * kHeadsPerGroup;
+#pragma unroll
+  for (int i = 0; i < kHeadsPerGroup; ++i) {
+    if (first + i >= total_heads) break;
+    head(first + i);
+  }
+}
+
 template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bool kStoreKv>
-inline RopeHead<T, C> locate_head(const ::sycl::nd_item<1>& item, const Pos* positions,
+inline RopeHead<T, C> locate_head(int64_t index, const Pos* positions,
                                   int64_t positions_batch_stride, int64_t positions_seq_stride,
                                   int64_t seq_len, T* q, HeadStrides q_at, int64_t num_q_heads,
                                   T* k, HeadStrides k_at, int64_t num_k_heads,
@@ -53,8 +67,8 @@ inline RopeHead<T, C> locate_head(const ::sycl::nd_item<1>& item, const Pos* pos
   static_assert(kRotaryDim % 2 == 0 && kRotaryDim <= kHeadDim, "rotary_dim: even, <= head_dim");
   RopeHead<T, C> h;
   const int64_t heads = num_q_heads + num_k_heads;
-  const int64_t token = static_cast<int64_t>(item.get_group(0)) / heads;
-  const int64_t head = static_cast<int64_t>(item.get_group(0)) % heads;
+  const int64_t token = index / heads;
+  const int64_t head = index % heads;
   h.b = token / seq_len;
   h.s = token % seq_len;
   h.is_q = head < num_q_heads;
@@ -148,15 +162,14 @@ inline void store_v(int tid, const RopeHead<T, C>& h, const T* v, HeadStrides v_
 
 template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bool kNeox,
           int kThreads, bool kStoreKv>
-inline void rope_head(const Pos* positions, int64_t positions_batch_stride,
+inline void rope_head(int64_t index, const Pos* positions, int64_t positions_batch_stride,
                       int64_t positions_seq_stride, int64_t seq_len, T* q, HeadStrides q_at,
                       int64_t num_q_heads, T* k, HeadStrides k_at, int64_t num_k_heads,
                       const C* cos_sin_cache, const T* v, HeadStrides v_at, T* k_cache,
                       T* v_cache, const int64_t* out_loc) {
-  const auto item = this_nd_item();
-  const int tid = static_cast<int>(item.get_local_id(0));
+  const int tid = static_cast<int>(this_nd_item().get_local_id(0));
   const RopeHead<T, C> h = locate_head<T, C, Pos, kHeadDim, kRotaryDim, kStoreKv>(
-      item, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
+      index, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
       num_q_heads, k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
   rotate_head<T, C, kRotaryDim, kNeox, kThreads, kStoreKv>(
       tid, h, [](const Vec<T, 2>& e, int, int, auto) {
@@ -173,21 +186,23 @@ inline void rope_head(const Pos* positions, int64_t positions_batch_stride,
 }
 
 template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bool kNeox,
-          int kThreads>
+          int kThreads, int kHeadsPerGroup>
 inline void rope(const Pos* positions, int64_t positions_batch_stride,
                  int64_t positions_seq_stride, int64_t seq_len, T* q, int64_t q_batch_stride,
                  int64_t q_seq_stride, int64_t q_head_stride, int64_t num_q_heads, T* k,
                  int64_t k_batch_stride, int64_t k_seq_stride, int64_t k_head_stride,
-                 int64_t num_k_heads, const C* cos_sin_cache) {
-  rope_head<T, C, Pos, kHeadDim, kRotaryDim, kNeox, kThreads, false>(
-      positions, positions_batch_stride, positions_seq_stride, seq_len, q,
-      {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
-      {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, nullptr, {},
-      nullptr, nullptr, nullptr);
+                 int64_t num_k_heads, const C* cos_sin_cache, int64_t total_heads) {
+  for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
+    rope_head<T, C, Pos, kHeadDim, kRotaryDim, kNeox, kThreads, false>(
+        index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,
+        {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
+        {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, nullptr, {},
+        nullptr, nullptr, nullptr);
+  });
 }
 
 template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bool kNeox,
-          int kThreads>
+          int kThreads, int kHeadsPerGroup>
 inline void rope_store_kv(const Pos* positions, int64_t positions_batch_stride,
                           int64_t positions_seq_stride, int64_t seq_len, T* q,
                           int64_t q_batch_stride, int64_t q_seq_stride, int64_t q_head_stride,
@@ -195,12 +210,14 @@ inline void rope_store_kv(const Pos* positions, int64_t positions_batch_stride,
                           int64_t k_seq_stride, int64_t k_head_stride, int64_t num_k_heads,
                           const C* cos_sin_cache, const T* v, int64_t v_batch_stride,
                           int64_t v_seq_stride, int64_t v_head_stride, T* k_cache, T* v_cache,
-                          const int64_t* out_loc) {
-  rope_head<T, C, Pos, kHeadDim, kRotaryDim, kNeox, kThreads, true>(
-      positions, positions_batch_stride, positions_seq_stride, seq_len, q,
-      {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
-      {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, v,
-      {v_batch_stride, v_seq_stride, v_head_stride}, k_cache, v_cache, out_loc);
+                          const int64_t* out_loc, int64_t total_heads) {
+  for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
+    rope_head<T, C, Pos, kHeadDim, kRotaryDim, kNeox, kThreads, true>(
+        index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,
+        {q_batch_stride, q_seq_stride, q_head_stride}, num_q_heads, k,
+        {k_batch_stride, k_seq_stride, k_head_stride}, num_k_heads, cos_sin_cache, v,
+        {v_batch_stride, v_seq_stride, v_head_stride}, k_cache, v_cache, out_loc);
+  });
 }
 
 }  // namespace sycl_kernels

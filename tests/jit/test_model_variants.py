@@ -30,19 +30,19 @@ EXPECTED = {
     "llama": [
         "rmsnorm_bf16_h96_cpu",
         "silu_and_mul_bf16_d160_cpu",
-        "rope_bf16_d32_r32_neox_i64_cbf16",
+        "rope_bf16_d32_r32_neox_i64_cbf16_cpu",
     ],
     "qwen3": [
         "rmsnorm_bf16_h96_cpu",
         "rmsnorm_bf16_h32_cpu",
         "silu_and_mul_bf16_d160_cpu",
-        "rope_bf16_d32_r32_neox_i64_cbf16",
+        "rope_bf16_d32_r32_neox_i64_cbf16_cpu",
     ],
     "gemma3_text": [
         "gemma_rmsnorm_bf16_h96_cpu",
         "gemma_rmsnorm_bf16_h32_cpu",
         "gelu_tanh_and_mul_bf16_d160_cpu",
-        "rope_bf16_d32_r32_neox_i64_cbf16",
+        "rope_bf16_d32_r32_neox_i64_cbf16_cpu",
     ],
 }
 
@@ -59,7 +59,7 @@ def test_dtype_and_tuning_are_in_every_name() -> None:
     assert names == [
         "rmsnorm_fp32_h96_gpu",
         "silu_and_mul_fp32_d160_gpu",
-        "rope_fp32_d32_r32_neox_i64",
+        "rope_fp32_d32_r32_neox_i64_gpu",
     ]
 
 
@@ -67,7 +67,7 @@ def test_config_shapes_other_families_take() -> None:
     bf16 = BY_NAME["bf16"]
     phi3 = {"model_type": "phi3", **_COMMON, "head_dim": None, "partial_rotary_factor": 0.5}
     rope = model_specs(phi3, bf16, "cpu")[-1]
-    assert rope.name == "rope_bf16_d32_r16_neox_i64_cbf16"
+    assert rope.name == "rope_bf16_d32_r16_neox_i64_cbf16_cpu"
     olmo2 = {"model_type": "olmo2", **_COMMON}
     assert [s.name for s in model_specs(olmo2, bf16, "cpu")][:2] == [
         "rmsnorm_bf16_h96_cpu",

@@ -159,7 +159,7 @@ def model_specs(config: dict, dtype: DType, tuned_for: str) -> list[KernelSpec]:
     # as HF's rotary embedding returns them, no KV store; an odd width runs HF's code.
     cache = BY_TORCH_NAME["float32"] if family.float32_rotary else dtype
     specs += [
-        rope_spec(dtype, head_dim, width, True, "i64", False, cache)
+        rope_spec(dtype, head_dim, width, True, "i64", False, cache, tuned_for)
         for width in sorted(_rotary_dims(text, head_dim))
         if width % 2 == 0 and 0 < width <= head_dim
     ]

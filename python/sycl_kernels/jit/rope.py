@@ -8,7 +8,7 @@ from .._dtypes import DType
 from .norm import norm_weight
 from .spec import KernelSpec, Param
 
-# Work-items per head: one per rotated pair, at most this many: 64 pairs cover a
+# gpu: work-items per head, one per rotated pair, at most this many: 64 pairs cover a
 # rotary width of 128 (the widest in common models) in one step; wider ones loop.
 _MAX_GROUP_SIZE = 64
 
@@ -48,7 +48,38 @@ def _rope_params(dtype: DType, positions: str, cache_type: str, store_kv: bool) 
             Param("v_cache", f"{t}*"),
             Param("out_loc", "const int64_t*"),
         ]
-    return params
+    return [*params, Param("total_heads", "int64_t")]
+
+
+def _cpu_shape(head_dim: int, rotary_dim: int, tuned_for: str) -> bool:
+    """Whether the cpu group shape applies: every loop over a head then takes whole
+    steps of 16 work-items (a partial last step risks the OpenCL CPU backend crash
+    row_group_size avoids)."""
+    return tuned_for == "cpu" and rotary_dim // 2 % 16 == 0 and head_dim % 16 == 0
+
+
+def heads_per_group(head_dim: int, rotary_dim: int, tuned_for: str) -> int:
+    """Heads a work-group of rope.hpp's and qknorm_rope.hpp's kernels takes, one after
+    another.
+
+    cpu: 4, with 16 work-items (one SIMD vector): a work-group of the CPU device
+    costs about as much to start as a head's work, and qknorm_rope's sum then stays
+    in one sub-group (kernels/common/reduce.hpp). Against one head of 64 work-items
+    a group (compare.py, 16 to 4096 tokens x (32+8) heads of 128): apply_rope
+    0.68-0.92x the time, qknorm_rope 0.72-0.88x fp32 and 0.86-0.92x bf16. 16
+    work-items at one head a group gave qknorm_rope only 0.93-0.96x, and 4 heads of
+    64 work-items made bf16 qknorm_rope 1.13-1.32x slower.
+    gpu, and heads the cpu shape does not divide: 1, with one work-item per pair.
+    """
+    return 4 if _cpu_shape(head_dim, rotary_dim, tuned_for) else 1
+
+
+def _group_size(pairs: int, head_dim: int, rotary_dim: int, tuned_for: str) -> int:
+    """Work-items of the work-group; a head's widest loop takes `pairs` steps of two
+    elements (rope: the rotated pairs; qknorm_rope: every element is normalized)."""
+    if _cpu_shape(head_dim, rotary_dim, tuned_for):
+        return 16
+    return min(_MAX_GROUP_SIZE, 1 << (pairs - 1).bit_length())
 
 
 def _name_suffix(
@@ -67,15 +98,16 @@ def rope_spec(
     neox: bool,
     positions: str,
     store_kv: bool,
-    cache: DType | None = None,
+    cache: DType | None,
+    tuned_for: str,
 ) -> KernelSpec:
     """cache: the cos/sin cache's dtype; None or float32 is a float32 cache."""
     cache_type = _cache_type(cache)
-    threads = min(_MAX_GROUP_SIZE, 1 << (rotary_dim // 2 - 1).bit_length())
+    threads = _group_size(rotary_dim // 2, head_dim, rotary_dim, tuned_for)
     return KernelSpec(
         name=(
             f"rope{'_kv' if store_kv else ''}"
-            f"{_name_suffix(dtype, head_dim, rotary_dim, neox, positions, cache)}"
+            f"{_name_suffix(dtype, head_dim, rotary_dim, neox, positions, cache)}_{tuned_for}"
         ),
         header="rope/rope.hpp",
         function="sycl_kernels::rope_store_kv" if store_kv else "sycl_kernels::rope",
@@ -87,6 +119,7 @@ def rope_spec(
             str(rotary_dim),
             str(neox).lower(),
             str(threads),
+            str(heads_per_group(head_dim, rotary_dim, tuned_for)),
         ),
         params=tuple(_rope_params(dtype, positions, cache_type, store_kv)),
         group_size=threads,
@@ -101,7 +134,8 @@ def qknorm_rope_spec(
     neox: bool,
     positions: str,
     store_kv: bool,
-    cache: DType | None = None,
+    cache: DType | None,
+    tuned_for: str,
     gemma: bool = False,
     weight: str = "dtype",
 ) -> KernelSpec:
@@ -109,13 +143,12 @@ def qknorm_rope_spec(
     qknorm_spec's (jit.norm.WEIGHT_KINDS)."""
     cache_type = _cache_type(cache)
     weight_type, weight_suffix = norm_weight(dtype, weight)
-    # One work-item per rotated pair as rope's, sized by head_dim: every element is
-    # normalized, rotated or not.
-    threads = min(_MAX_GROUP_SIZE, 1 << (head_dim // 2 - 1).bit_length())
+    threads = _group_size(head_dim // 2, head_dim, rotary_dim, tuned_for)
     return KernelSpec(
         name=(
             f"{'gemma_' if gemma else ''}qknorm_rope{'_kv' if store_kv else ''}"
-            f"{_name_suffix(dtype, head_dim, rotary_dim, neox, positions, cache)}{weight_suffix}"
+            f"{_name_suffix(dtype, head_dim, rotary_dim, neox, positions, cache)}_{tuned_for}"
+            f"{weight_suffix}"
         ),
         header="rope/qknorm_rope.hpp",
         function=(
@@ -131,6 +164,7 @@ def qknorm_rope_spec(
             str(neox).lower(),
             str(gemma).lower(),
             str(threads),
+            str(heads_per_group(head_dim, rotary_dim, tuned_for)),
         ),
         params=(
             *_rope_params(dtype, positions, cache_type, store_kv),

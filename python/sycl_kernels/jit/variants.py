@@ -33,6 +33,7 @@ def _rope_spec(
     style: str,
     positions: str,
     store_kv: bool,
+    tuned_for: str,
     cache: str = "fp32",
 ) -> KernelSpec:
     """cache: "fp32", or "dtype" for a cos/sin cache in the rows' own dtype."""
@@ -44,6 +45,7 @@ def _rope_spec(
         positions,
         store_kv,
         BY_NAME[dtype if cache == "dtype" else cache],
+        tuned_for,
     )
 
 
@@ -53,6 +55,7 @@ def _qknorm_rope_spec(
     style: str,
     positions: str,
     store_kv: bool,
+    tuned_for: str,
     cache: str = "fp32",
     gemma: bool = False,
     rotary_dim: int | None = None,
@@ -66,6 +69,7 @@ def _qknorm_rope_spec(
         positions,
         store_kv,
         BY_NAME[dtype if cache == "dtype" else cache],
+        tuned_for,
         gemma,
     )
 

@@ -7,8 +7,10 @@ from typing import NamedTuple
 
 import torch
 
+from .. import _runtime
 from .._dtypes import DType
-from ..jit.rope import qknorm_rope_spec, rope_spec
+from ..jit.rope import heads_per_group, qknorm_rope_spec, rope_spec
+from ..jit.spec import KernelSpec
 from ._checks import (
     check_bool,
     check_float_dtype,
@@ -284,10 +286,13 @@ def _launch_args(
     return args
 
 
-def _groups(plan: _Plan) -> int:
-    """The work-groups of rope.hpp's kernels: one a head."""
-    batch, seq, num_q_heads, _ = plan.q[0]
-    return batch * seq * (num_q_heads + (0 if plan.k is None else plan.k[0][2]))
+def _bind_heads(spec: KernelSpec, plan: _Plan, q: torch.Tensor) -> tuple[Launch, int]:
+    """spec's kernel bound to its work-groups over plan's heads (as rope.hpp numbers
+    them, jit.rope.heads_per_group to a group), and the number of heads."""
+    batch, seq, num_q_heads, head_dim = plan.q[0]
+    total = batch * seq * (num_q_heads + (0 if plan.k is None else plan.k[0][2]))
+    per_group = heads_per_group(head_dim, plan.width, _runtime.tuning_of(q))
+    return bind_kernel(spec, q, -(-total // per_group)), total
 
 
 def _bind(
@@ -315,25 +320,15 @@ def _bind(
         _POSITION_DTYPES[positions.dtype],
         out_loc is not None,
         plan.cache_dtype,
+        _runtime.tuning_of(q),
     )
-    kernel = bind_kernel(spec, q, _groups(plan))
+    kernel, total_heads = _bind_heads(spec, plan, q)
 
-    def launch(
-        positions,
-        q,
-        k,
-        cos_sin_cache,
-        is_neox,
-        rotary_dim,
-        head_size,
-        layout,
-        v,
-        k_cache,
-        v_cache,
-        out_loc,
-    ) -> None:
+    def launch(*call: object) -> None:
+        # The metadata between (is_neox .. layout) is bound above.
+        positions, q, k, cos_sin_cache, *_, v, k_cache, v_cache, out_loc = call
         args = _launch_args(_OP, plan, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc)
-        kernel(*args)
+        kernel(*args, total_heads)
 
     return launch
 
@@ -474,33 +469,20 @@ def _qknorm_rope_bind(
         _POSITION_DTYPES[positions.dtype],
         out_loc is not None,
         rope.cache_dtype,
+        _runtime.tuning_of(q),
         gemma,
         weight_kind,
     )
-    kernel = bind_kernel(spec, q, _groups(rope))
+    kernel, total_heads = _bind_heads(spec, rope, q)
     eps_value = float(eps)
 
-    def launch(
-        positions,
-        q,
-        k,
-        q_weight,
-        k_weight,
-        cos_sin_cache,
-        is_neox,
-        eps,
-        gemma,
-        head_size,
-        layout,
-        v,
-        k_cache,
-        v_cache,
-        out_loc,
-    ) -> None:
+    def launch(*call: object) -> None:
+        # The metadata between (is_neox .. layout) is bound above.
+        positions, q, k, q_weight, k_weight, cos_sin_cache, *_, v, k_cache, v_cache, out_loc = call
         args = _launch_args(
             _QKNORM_ROPE, rope, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc
         )
-        kernel(*args, address(q_weight), address(k_weight), eps_value)
+        kernel(*args, total_heads, address(q_weight), address(k_weight), eps_value)
 
     return launch
 
