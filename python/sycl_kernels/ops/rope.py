@@ -286,12 +286,14 @@ def _launch_args(
     return args
 
 
-def _bind_heads(spec: KernelSpec, plan: _Plan, q: torch.Tensor) -> tuple[Launch, int]:
+def _bind_heads(
+    spec: KernelSpec, plan: _Plan, q: torch.Tensor, tuned_for: str
+) -> tuple[Launch, int]:
     """spec's kernel bound to its work-groups over plan's heads (as rope.hpp numbers
     them, jit.rope.heads_per_group to a group), and the number of heads."""
     batch, seq, num_q_heads, head_dim = plan.q[0]
     total = batch * seq * (num_q_heads + (0 if plan.k is None else plan.k[0][2]))
-    per_group = heads_per_group(head_dim, plan.width, _runtime.tuning_of(q))
+    per_group = heads_per_group(head_dim, plan.width, tuned_for)
     return bind_kernel(spec, q, -(-total // per_group)), total
 
 
@@ -312,6 +314,7 @@ def _bind(
 ) -> Launch:
     if plan is None:
         return skip
+    tuned_for = _runtime.tuning_of(q)
     spec = rope_spec(
         plan.dtype,
         plan.q[0][3],
@@ -320,9 +323,9 @@ def _bind(
         _POSITION_DTYPES[positions.dtype],
         out_loc is not None,
         plan.cache_dtype,
-        _runtime.tuning_of(q),
+        tuned_for,
     )
-    kernel, total_heads = _bind_heads(spec, plan, q)
+    kernel, total_heads = _bind_heads(spec, plan, q, tuned_for)
 
     def launch(*call: object) -> None:
         # The metadata between (is_neox .. layout) is bound above.
@@ -461,6 +464,7 @@ def _qknorm_rope_bind(
     if plan is None:
         return skip
     rope, weight_kind = plan
+    tuned_for = _runtime.tuning_of(q)
     spec = qknorm_rope_spec(
         rope.dtype,
         rope.q[0][3],
@@ -469,11 +473,11 @@ def _qknorm_rope_bind(
         _POSITION_DTYPES[positions.dtype],
         out_loc is not None,
         rope.cache_dtype,
-        _runtime.tuning_of(q),
+        tuned_for,
         gemma,
         weight_kind,
     )
-    kernel, total_heads = _bind_heads(spec, rope, q)
+    kernel, total_heads = _bind_heads(spec, rope, q, tuned_for)
     eps_value = float(eps)
 
     def launch(*call: object) -> None:
