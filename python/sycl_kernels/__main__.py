@@ -22,10 +22,10 @@ from ._dtypes import BY_NAME, DTYPES
 from .jit import aot, compiler, stats
 from .jit.batch import precompile
 from .jit.bundle import export_bundle, import_bundle
-from .jit.cache import disk_cache, shared_caches
+from .jit.cache import disk_cache, shared_caches, writable_by_others
 from .jit.compiler import KernelCompileError
 from .jit.model_variants import config_dtype, model_specs
-from .jit.native import native_cache
+from .jit.native import native_cache, shared_native_caches
 from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
 from .jit.spec import TUNINGS, KernelSpec, read_specs
 from .jit.variants import read_manifest
@@ -166,20 +166,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cache_ls() -> None:
+    """Every cache's device images, then native binaries, each with where it is and
+    whether lookups use it (an earlier cache serves it, or the entry or its folder
+    is not trusted: docs/jit.md#trust)."""
+    private, native = disk_cache(), native_cache()
+    folders = [
+        ("", private, "private"),
+        *(("", c, "shared") for c in shared_caches()),
+        (" native binary", native, "private"),
+        *((" native binary", c, "shared") for c in shared_native_caches()),
+    ]
     served = set()  # (name, digest) of the entries an earlier cache holds
-    private = disk_cache()
-    for cache in (private, *shared_caches()):
-        where = "private" if cache is private else "shared"
+    for kind, cache, where in folders:
+        folder_problem = cache.problem()
         entries = cache.entries()
         for e in entries:
-            unused = " (unused: an earlier cache has it)" if (e.name, e.digest) in served else ""
-            served.add((e.name, e.digest))
-            print(f"{e.name:<40} {e.digest[:16]}  {e.size / 1e3:>8.1f} kB  {where}{unused}")
-        total = sum(e.size for e in entries)
-        print(f"{len(entries)} entries, {total / 1e6:.2f} MB in {cache.root} ({where})")
-    binaries = native_cache().entries()
-    total = sum(e.size for e in binaries)
-    print(f"{len(binaries)} native binaries, {total / 1e6:.2f} MB in {native_cache().root}")
+            problem = folder_problem or writable_by_others(e.path.lstat())
+            if problem:
+                note = f" (not used: {problem})"
+            else:
+                note = " (unused: an earlier cache has it)" if (e.name, e.digest) in served else ""
+                served.add((e.name, e.digest))
+            print(f"{e.name:<40} {e.digest[:16]}  {e.size / 1e3:>8.1f} kB  {where}{kind}{note}")
+        count = f"{len(entries)} {'native binaries' if kind else 'entries'}"
+        total = sum(e.size for e in entries) / 1e6
+        unused = f"; not used: {folder_problem}" if folder_problem else ""
+        print(f"{count}, {total:.2f} MB in {cache.root} ({where}{unused})")
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -239,7 +251,10 @@ def cmd_precompile(args: argparse.Namespace) -> int:
             raise SystemExit(f"precompile --specs: {e}") from None
     else:
         manifests = args.manifest or [KERNELS_DIR / "variants.toml"]
-        specs = [v.spec for path in manifests for v in read_manifest(Path(path))]
+        try:
+            specs = [v.spec for path in manifests for v in read_manifest(Path(path))]
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"precompile: {e}") from None
     specs = [s for s in specs if any(fnmatch.fnmatchcase(s.name, p) for p in args.select)]
     start = time.perf_counter()
     with tqdm(desc="precompile", unit="kernel", file=sys.stderr) as bar:
@@ -250,7 +265,7 @@ def cmd_precompile(args: argparse.Namespace) -> int:
 
         try:
             done = precompile(specs, _runtime.cpu_queue(), progress=progress)
-        except (KernelCompileError, RuntimeError) as e:
+        except (KernelCompileError, RuntimeError, ValueError) as e:
             print(f"precompile: {e}", file=sys.stderr)
             return 1
     seconds = time.perf_counter() - start

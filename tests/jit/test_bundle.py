@@ -3,15 +3,20 @@ what verifies against the manifest's SHA-256 and the entry's own header."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 import pytest
 from sycl_kernels.__main__ import main
 from sycl_kernels._config import config
-from sycl_kernels.jit.bundle import MANIFEST
+from sycl_kernels.jit.bundle import MANIFEST, MAX_MANIFEST_BYTES, MAX_MEMBER_BYTES
+from sycl_kernels.jit.cache import encode
 
 from tests.jit.test_cache import STATS_AFTER_RMSNORM, _forget_loaded, _rmsnorm_checked, _run
 
@@ -156,3 +161,132 @@ def test_export_without_native_binaries(
     with tarfile.open(images_only) as tar:
         files = {member.name for member in tar.getmembers()} - {MANIFEST}
     assert files == {file for file in entries if not file.startswith("native/")}
+
+
+class _Zeros(io.RawIOBase):
+    """Endless zero bytes, made as they are read: a member far bigger than memory."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:
+        buffer[:] = bytes(len(buffer))
+        return len(buffer)
+
+
+def _entry(name: str) -> tuple[dict, bytes]:
+    """A small valid entry file of the cache's root folder, and its manifest record."""
+    data = encode(name.encode() * 100)
+    sha256 = hashlib.sha256(data).hexdigest()
+    record = {"file": f"{name}.00.img", "name": name, "digest": "00", "bytes": len(data)}
+    return {**record, "sha256": sha256}, data
+
+
+def _manifest(*records: dict) -> bytes:
+    return json.dumps({"format": 1, "entries": list(records)}).encode()
+
+
+def _bundle(path: Path, manifest: bytes, *members: tuple[str, int, BinaryIO]) -> Path:
+    """A .tar.gz of `manifest` first, then each (name, size, contents), streamed in."""
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        for name, size, contents in ((MANIFEST, len(manifest), io.BytesIO(manifest)), *members):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, contents)
+    return path
+
+
+T = TypeVar("T")
+
+
+def _with_peak(call: Callable[[], T]) -> tuple[T, int]:
+    """What `call` returns, and the most memory it held at once (Python's allocations:
+    every bytes object a bundle's content is read into)."""
+    tracemalloc.start()
+    try:
+        return call(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_gzip_bomb_costs_little_memory(
+    fresh_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    record, data = _entry("rmsnorm_a")
+    bomb = _bundle(
+        tmp_path / "bomb.tar.gz",
+        _manifest(record),
+        (record["file"], len(data), io.BytesIO(data)),
+        ("filler", 512 << 20, _Zeros()),
+    )
+    assert bomb.stat().st_size < 4 << 20
+    (status, _, skipped), peak = _with_peak(lambda: _import(bomb, capsys))
+    assert peak < 16 << 20
+    assert status == 1 and skipped["filler"] == f"not in {MANIFEST}"
+    assert skipped[str(bomb)].startswith("the bundle holds more than its manifest declares")
+    # What verified before the bomb stays published.
+    assert _entry_files(fresh_cache) == {record["file"]: data}
+
+
+def test_a_file_bigger_than_its_record_is_skipped_unread(
+    fresh_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    first, first_data = _entry("rmsnorm_a")
+    record, data = _entry("rmsnorm_b")
+    padded = data + bytes(32 << 20)
+    bundle = _bundle(
+        tmp_path / "padded.tar.gz",
+        _manifest(first, record),
+        (first["file"], len(first_data), io.BytesIO(first_data)),
+        (record["file"], len(padded), io.BytesIO(padded)),
+    )
+    (status, _, skipped), peak = _with_peak(lambda: _import(bundle, capsys))
+    assert peak < 8 << 20
+    why = f"{len(padded)} bytes in the bundle, {len(data)} in {MANIFEST}"
+    assert status == 1 and skipped[record["file"]] == why
+    # Its 32 MiB past what the manifest declares end the reading too.
+    assert skipped[str(bundle)].startswith("the bundle holds more than its manifest declares")
+    assert _entry_files(fresh_cache) == {first["file"]: first_data}
+
+
+def test_a_deeply_nested_manifest_is_reported(
+    fresh_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    record, data = _entry("rmsnorm_a")
+    nested = b"[" * 100_000 + b"]" * 100_000
+    bundle = _bundle(
+        tmp_path / "nested.tar.gz", nested, (record["file"], len(data), io.BytesIO(data))
+    )
+    status, _, skipped = _import(bundle, capsys)
+    assert status == 1 and list(skipped) == [record["file"]]
+    assert f"no usable {MANIFEST}" in skipped[record["file"]]
+    assert "recursion depth" in skipped[record["file"]]
+    assert _entry_files(fresh_cache) == {}
+
+
+def test_an_oversized_manifest_is_refused(
+    fresh_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    record, data = _entry("rmsnorm_a")
+    oversized = _manifest(record) + b" " * MAX_MANIFEST_BYTES  # valid JSON all the same
+    bundle = _bundle(
+        tmp_path / "big.tar.gz", oversized, (record["file"], len(data), io.BytesIO(data))
+    )
+    status, _, skipped = _import(bundle, capsys)
+    assert status == 1 and list(skipped) == [record["file"]]
+    assert f"more than {MAX_MANIFEST_BYTES}" in skipped[record["file"]]
+    assert _entry_files(fresh_cache) == {}
+
+
+@pytest.mark.parametrize("size", [-1, True, 1.0, "1", MAX_MEMBER_BYTES + 1])
+def test_a_record_of_a_bad_size_makes_the_manifest_malformed(
+    fresh_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture, size: object
+) -> None:
+    record, data = _entry("rmsnorm_a")
+    manifest = _manifest({**record, "bytes": size})
+    bundle = _bundle(
+        tmp_path / "sized.tar.gz", manifest, (record["file"], len(data), io.BytesIO(data))
+    )
+    status, _, skipped = _import(bundle, capsys)
+    assert status == 1 and "malformed record" in skipped[record["file"]]
+    assert _entry_files(fresh_cache) == {}

@@ -99,7 +99,8 @@ def precompile(
     Missing kernels are compiled in groups, `workers` (default: one per core) at a
     time; `progress(done, total)` is called as groups finish, counting missing
     kernels. Raises KernelCompileError, listing every kernel that did not compile,
-    after caching the others; RuntimeError if the private cache cannot be written.
+    after caching the others; RuntimeError if the private cache cannot be written;
+    ValueError, naming the kernel, if a spec's headers cannot be read.
     """
     queue = queue if queue is not None else _runtime.cpu_queue()
     cache = disk_cache()
@@ -111,7 +112,10 @@ def precompile(
     for spec in specs:
         if spec.name in origins:
             continue
-        inputs = compile_inputs(spec)
+        try:
+            inputs = compile_inputs(spec)
+        except (OSError, ValueError) as e:  # a header missing, or one outside the folders
+            raise ValueError(f"{spec.name}: {e}") from None
         if aot.find_image(inputs) is not None:
             origins[spec.name] = "aot"
         elif cache.load(inputs.name, inputs.digest()) is not None or from_shared_caches(

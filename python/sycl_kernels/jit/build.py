@@ -43,6 +43,8 @@ class Stats:
     """Of disk_hits, images read from a shared cache."""
     native_loads: int = 0
     """Kernels loaded from a cached native binary instead of their image (jit/native.py)."""
+    shared_native_loads: int = 0
+    """Of native_loads, binaries read from a shared cache."""
     compiles: int = 0
     compile_seconds: float = 0.0
 
@@ -185,6 +187,7 @@ def load_kernels(inputs: CompileInputs, queue, kernels: list[tuple[str, str, int
             return None
         with _stats_lock:
             _stats.native_loads += 1
+            _stats.shared_native_loads += not private
         return loaded
 
     def from_spirv(image: bytes) -> list[object]:

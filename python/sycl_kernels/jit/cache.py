@@ -11,15 +11,28 @@ holder dies); a lock held longer than SYCL_KERNELS_LOCK_TIMEOUT (a hung process)
 passed by, with a warning; a filesystem without locks degrades to checking each
 entry after publishing it, with one warning. A private cache folder that cannot be
 written degrades to compiling in memory, with one warning.
+
+Trust (docs/jit.md#trust): an entry is read only if it is a regular file (opened
+without following a symbolic link, never blocking on a FIFO or device), owned by
+this user or root and writable by no one else, and no larger than its header
+declares (at most MAX_IMAGE_BYTES). A shared cache folder is used only if it, and
+every folder above it, is owned by this user or root and writable by no one else
+(a sticky folder such as /tmp excepted above it), as ssh's StrictModes asks of
+~/.ssh; else it is passed by with one warning saying why. Entries are published
+readable by all (0644, less the umask), so a cache one user fills serves others.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import os
+import re
+import secrets
 import socket
+import stat
 import struct
 import tempfile
 import warnings
@@ -34,13 +47,23 @@ _MAGIC = b"SYKC"
 _VERSION = 1
 # magic, format version, image length, SHA-256 of the image
 _HEADER = struct.Struct("<4sIQ32s")
+ENTRY_HEADER_BYTES = _HEADER.size
 ENTRY_SUFFIX = ".img"
+# A device image or native binary is KBs to a few MB; a header declaring more is forged.
+MAX_IMAGE_BYTES = 64 << 20
 # In staging file names: writers on other hosts share a network folder.
 _HOST = socket.gethostname()
+# Entry names become file names: no separator, no leading dot; digests are hex.
+_ENTRY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", re.ASCII)
+_DIGEST = re.compile(r"[0-9a-f]+", re.ASCII)
 
 
 class CorruptEntry(Exception):
     pass
+
+
+class UntrustedEntry(CorruptEntry):
+    """An entry file others could have written (see the module doc)."""
 
 
 @dataclass(frozen=True)
@@ -55,13 +78,19 @@ def encode(image: bytes) -> bytes:
     return _HEADER.pack(_MAGIC, _VERSION, len(image), hashlib.sha256(image).digest()) + image
 
 
-def decode(data: bytes) -> bytes:
-    if len(data) < _HEADER.size:
-        raise CorruptEntry(f"{len(data)} bytes, shorter than the header")
-    magic, version, length, checksum = _HEADER.unpack_from(data)
+def _parse_header(header: bytes) -> tuple[int, bytes]:
+    """(image length, SHA-256) from an entry's header; CorruptEntry if it is not one."""
+    if len(header) < _HEADER.size:
+        raise CorruptEntry(f"{len(header)} bytes, shorter than the header")
+    magic, version, length, checksum = _HEADER.unpack_from(header)
     if magic != _MAGIC or version != _VERSION:
         raise CorruptEntry(f"not a version-{_VERSION} cache entry")
-    image = data[_HEADER.size :]
+    if length > MAX_IMAGE_BYTES:
+        raise CorruptEntry(f"the header declares {length} bytes, more than {MAX_IMAGE_BYTES}")
+    return length, checksum
+
+
+def _checked(image: bytes, length: int, checksum: bytes) -> bytes:
     if len(image) != length:
         raise CorruptEntry(f"image has {len(image)} bytes, the header says {length}")
     if hashlib.sha256(image).digest() != checksum:
@@ -69,11 +98,99 @@ def decode(data: bytes) -> bytes:
     return image
 
 
+def decode(data: bytes) -> bytes:
+    length, checksum = _parse_header(data[: _HEADER.size])
+    return _checked(data[_HEADER.size :], length, checksum)
+
+
+def entry_file_name(name: str, digest: str) -> str:
+    """The file name of an entry; ValueError for a name or digest that could leave the
+    folder or hide in it."""
+    if not (
+        isinstance(name, str)
+        and isinstance(digest, str)
+        and _ENTRY_NAME.fullmatch(name)
+        and _DIGEST.fullmatch(digest)
+    ):
+        raise ValueError(
+            f"cache entry {name!r}.{digest!r}: a name is letters, digits, '_', '.' and '-' "
+            "not starting with '.', a digest is hexadecimal"
+        )
+    return f"{name}.{digest}{ENTRY_SUFFIX}"
+
+
+def _kind(error: CorruptEntry) -> str:
+    return "untrusted" if isinstance(error, UntrustedEntry) else "corrupt"
+
+
+def writable_by_others(st: os.stat_result) -> str:
+    """Why a file or folder with this status is not trusted, or "" when it is: owned
+    by this user or root, and writable by neither its group nor others."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"owned by uid {st.st_uid}, not by this user or root"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'}"
+    return ""
+
+
+def read_entry(path: Path) -> bytes:
+    """The image of the entry file at `path`, read no further than its header declares.
+
+    FileNotFoundError if there is none; CorruptEntry if it is anything but a trusted
+    regular file holding a whole entry (a symbolic link, a FIFO or a device is refused
+    without being read or waited on).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise CorruptEntry("a symbolic link, not an entry file") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptEntry("not a regular file")
+        distrust = writable_by_others(st)
+        if distrust:
+            raise UntrustedEntry(distrust)
+        length, checksum = _parse_header(f.read(_HEADER.size))
+        if st.st_size != _HEADER.size + length:
+            raise CorruptEntry(f"{st.st_size} bytes, the header says {_HEADER.size + length}")
+        return _checked(f.read(length), length, checksum)
+
+
+def folder_distrust(root: Path) -> str:
+    """Why a shared cache folder is not used, or "" when it is (see the module doc).
+
+    Every folder from the root of the filesystem down to `root` is checked: one that
+    others may write could have `root` renamed away and replaced, unless it is sticky.
+    """
+    try:
+        resolved = root.resolve(strict=True)
+    except OSError as e:
+        return f"it cannot be read ({e.strerror or e})"
+    for folder in (resolved, *resolved.parents):
+        st = folder.stat()
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{folder} is not a folder"
+        distrust = writable_by_others(st)
+        if folder != resolved and st.st_mode & stat.S_ISVTX and st.st_uid in (os.geteuid(), 0):
+            distrust = ""
+        if distrust:
+            return f"{folder} is {distrust}" if folder != resolved else f"it is {distrust}"
+    return ""
+
+
 @contextlib.contextmanager
 def staged(path: Path, prefix: str) -> Iterator[BinaryIO]:
     """A staging file beside `path` (named `prefix`...`.tmp`), fsynced and renamed onto
-    `path` when the block ends: readers see the whole file or none. Removed on error."""
-    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    `path` when the block ends: readers see the whole file or none. Removed on error.
+
+    Created 0644 less the umask (mkstemp's 0600 would keep a cache one user fills
+    from serving others); O_EXCL on a random name, so no other file is written.
+    """
+    staging = path.parent / f"{prefix}{secrets.token_hex(8)}.tmp"
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -97,33 +214,54 @@ def _process_is_alive(pid: int) -> bool:
 
 
 class ReadOnlyCache:
-    """A cache folder that is read, never written, locked or healed: a shared cache."""
+    """A cache folder that is read, never written, locked or healed: a shared cache.
+
+    Used only while folder_distrust() finds nothing wrong with it; else every lookup
+    misses, after one warning.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._distrust: str | None = None
+
+    def problem(self) -> str:
+        """Why this folder is not used, or "" when it is (or is absent), checked now."""
+        return folder_distrust(self.root) if self.root.exists() else ""
+
+    def distrust(self) -> str:
+        """problem(), checked once and warned once."""
+        if self._distrust is None:
+            self._distrust = self.problem()
+            if self._distrust:
+                warnings.warn(
+                    f"sycl_kernels: not using shared cache {self.root}: {self._distrust} "
+                    "(docs/jit.md#trust)",
+                    RuntimeWarning,
+                    stacklevel=5,
+                )
+        return self._distrust
 
     def entry_path(self, name: str, digest: str) -> Path:
-        return self.root / f"{name}.{digest}{ENTRY_SUFFIX}"
+        return self.root / entry_file_name(name, digest)
 
     def load(self, name: str, digest: str) -> bytes | None:
         """The cached image, or None; a corrupt entry is reported (see _corrupt)."""
         path = self.entry_path(name, digest)
+        if self.distrust():
+            return None
         try:
-            data = path.read_bytes()
+            return read_entry(path)
         except FileNotFoundError:
             return None
-        except OSError as e:
-            warnings.warn(f"sycl_kernels: cannot read {path} ({e})", RuntimeWarning, stacklevel=4)
-            return None
-        try:
-            return decode(data)
         except CorruptEntry as e:
             self._corrupt(path, name, e)
-            return None
+        except OSError as e:
+            warnings.warn(f"sycl_kernels: cannot read {path} ({e})", RuntimeWarning, stacklevel=4)
+        return None
 
     def _corrupt(self, path: Path, name: str, error: CorruptEntry) -> None:
         warnings.warn(
-            f"sycl_kernels: skipping corrupt shared cache entry {path} ({error}); "
+            f"sycl_kernels: skipping {_kind(error)} shared cache entry {path} ({error}); "
             f"looking further for {name}, else compiling it into the private cache",
             RuntimeWarning,
             stacklevel=5,
@@ -136,7 +274,10 @@ class ReadOnlyCache:
         found = []
         for path in sorted(self.root.glob(f"*{ENTRY_SUFFIX}")):
             name, _, digest = path.name.removesuffix(ENTRY_SUFFIX).rpartition(".")
-            found.append(Entry(name, digest, path, path.stat().st_size))
+            with contextlib.suppress(OSError):
+                st = path.lstat()
+                if stat.S_ISREG(st.st_mode):
+                    found.append(Entry(name, digest, path, st.st_size))
         return found
 
 
@@ -147,6 +288,10 @@ class DiskCache(ReadOnlyCache):
         super().__init__(root)
         self._usable: bool | None = None
         self._lockless = False
+
+    def problem(self) -> str:
+        """The private folder is the user's own; each entry is still checked as it is read."""
+        return ""
 
     def usable(self) -> bool:
         """Whether entries can be written here; warns once when not."""
@@ -169,7 +314,8 @@ class DiskCache(ReadOnlyCache):
 
     def _corrupt(self, path: Path, name: str, error: CorruptEntry) -> None:
         warnings.warn(
-            f"sycl_kernels: deleting corrupt cache entry {path} ({error}); rebuilding {name}",
+            f"sycl_kernels: deleting {_kind(error)} cache entry {path} ({error}); "
+            f"rebuilding {name}",
             RuntimeWarning,
             stacklevel=5,
         )
@@ -189,7 +335,7 @@ class DiskCache(ReadOnlyCache):
         self._remove_dead_staging(path, held)
         if not held:
             try:
-                problem = "" if decode(path.read_bytes()) == image else "it holds another image"
+                problem = "" if read_entry(path) == image else "it holds another image"
             except CorruptEntry as e:
                 problem = str(e)
             if problem:
@@ -231,7 +377,7 @@ class DiskCache(ReadOnlyCache):
         # of `import sycl_kernels` otherwise.
         import filelock
 
-        lock = filelock.FileLock(self.root / f"{name}.{digest}.lock")
+        lock = filelock.FileLock(self.entry_path(name, digest).with_suffix(".lock"))
         held = False
         try:
             lock.acquire(timeout=timeout)

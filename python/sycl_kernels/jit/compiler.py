@@ -11,6 +11,7 @@ request format, for the AOT variants.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import tempfile
@@ -21,6 +22,7 @@ from .. import _runtime
 from .sources import CompileInputs
 
 TIMEOUT_SECONDS = 600.0
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class KernelCompileError(RuntimeError):
@@ -41,6 +43,12 @@ def request_text(
 ) -> str:
     """A request file for the tool: the source, each header by include name, each flag,
     and for `sycl-kernels-compile --per-kernel` where each kernel's image goes."""
+    headers, options, images = list(headers), list(options), list(images)
+    # One line a field, tab-separated: a control character in a value would forge another.
+    values = [comment, str(source), *options, *(str(v) for pair in headers + images for v in pair)]
+    forged = next((v for v in values if _CONTROL.search(v)), None)
+    if forged is not None:
+        raise ValueError(f"compile request: {forged!r} holds a control character")
     lines = [f"# {comment}", f"source\t{source}"]
     lines += [f"header\t{name}\t{path}" for name, path in headers]
     lines += [f"option\t{option}" for option in options]

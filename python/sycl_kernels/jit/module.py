@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import _runtime
 from .build import cached_or_compiled, load_kernels
 from .sources import KERNELS_DIR, CompileInputs, source_inputs
+from .spec import TEMPLATE_ARGUMENT
 
 _EXTERN_KERNEL = re.compile(
     r'extern\s+"C"\s*(?:SYCL_EXT_ONEAPI_FUNCTION_PROPERTY\s*\(\(.*?\)\)\s*)+'
@@ -40,7 +41,9 @@ _SCALAR_LETTERS = {
     "longlong": "l",
     "size_t": "l",
 }
-_DEFINE_NAME = re.compile(r"[A-Za-z_]\w*")
+_DEFINE_NAME = re.compile(r"[A-Za-z_]\w*", re.ASCII)
+# Names a cache entry: no path separator, no leading dot.
+_MODULE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", re.ASCII)
 
 
 def parse_signatures(text: str) -> dict[str, str]:
@@ -73,8 +76,13 @@ def _define_options(defines: Mapping[str, object]) -> list[str]:
             raise ValueError(f"defines: {key!r} is not a macro name")
         if value is None or value is True:
             options.append(f"-D{key}")
-        else:
+        elif TEMPLATE_ARGUMENT.fullmatch(str(value)):
             options.append(f"-D{key}={value}")
+        else:
+            raise ValueError(
+                f"defines: {key}={value!r}; a value is letters, digits, spaces and "
+                "_ : . + - * < > ( ) , (no line break, '#', quote or '/')"
+            )
     return options
 
 
@@ -147,8 +155,11 @@ def load(
         (common/dtype.hpp, common/vec.hpp ...) is searched last.
     signatures: {kernel: letters} for kernels the sources do not spell out.
     """
-    if not re.fullmatch(r"[\w.-]+", name):
-        raise ValueError(f"jit.load(): name {name!r} must be letters, digits, '_', '.' or '-'")
+    if not _MODULE_NAME.fullmatch(name):
+        raise ValueError(
+            f"jit.load(): name {name!r} must be letters, digits, '_', '.' or '-', "
+            "not starting with '.' or '-'"
+        )
     paths = [Path(s).resolve() for s in sources]
     for path in paths:
         if not path.is_file():

@@ -5,7 +5,8 @@ Loading a SPIR-V image makes the device's driver compile it to native code (abou
 image is loaded, its native binary is stored in the `native/` folder of the private
 disk cache (the same entry format, jit/cache.py), keyed by the image's SHA-256, the
 device, its driver and the SYCL runtime; the next process loads that instead (a
-few ms). The `native/` folders of the shared caches are read too. A binary that is
+few ms). The `native/` folders of the shared caches are read too, where trusted
+(jit/cache.py: a native binary is machine code on the CPU device). A binary that is
 missing, foreign or fails to load falls back to the SPIR-V, and a bad private entry
 is deleted and written again. OpenCL gives native binaries in every build, Level
 Zero where the build found its header (`native_backends()`; docs/jit.md).
@@ -39,8 +40,16 @@ def _writable(cache: DiskCache) -> bool:
     return disk_cache().usable() and cache.usable()
 
 
-def _shared_native_caches() -> tuple[ReadOnlyCache, ...]:
-    return tuple(ReadOnlyCache(root / NATIVE_FOLDER) for root in config().shared_cache_dirs)
+_shared: dict[tuple[Path, ...], tuple[ReadOnlyCache, ...]] = {}
+
+
+def shared_native_caches() -> tuple[ReadOnlyCache, ...]:
+    """The `native/` folders of the shared caches, each trusted on its own (jit/cache.py)."""
+    roots = config().shared_cache_dirs
+    caches = _shared.get(roots)
+    if caches is None:
+        caches = _shared[roots] = tuple(ReadOnlyCache(root / NATIVE_FOLDER) for root in roots)
+    return caches
 
 
 def native_key(image: bytes, queue) -> str:
@@ -64,7 +73,7 @@ def cached_native(name: str, key: str) -> tuple[bytes, bool] | None:
         binary = private.load(name, key)
         if binary is not None:
             return binary, True
-    for cache in _shared_native_caches():
+    for cache in shared_native_caches():
         binary = cache.load(name, key)
         if binary is not None:
             return binary, False

@@ -65,6 +65,8 @@ def include_tree(source: str, roots: Sequence[Path] = (KERNELS_DIR,)) -> dict[st
     while pending:
         folder, real_folder, text = pending.pop()
         for include in _QUOTED_INCLUDE.findall(text):
+            if posixpath.isabs(include):
+                raise ValueError(f"include {include!r} is an absolute path")
             candidates = [
                 (posixpath.normpath(posixpath.join(folder, include)), real_folder / include)
                 for real_folder in ([real_folder] if real_folder else [])

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path, PurePosixPath
 
-if TYPE_CHECKING:
-    from .._dtypes import DType
+from .._dtypes import DTYPES, DType
 
 # gpu: 256 work-items of 16-byte vectors cover 4 KB of a row per pass, within the
 # maximum work-group size of every Intel GPU (512 or 1024).
@@ -22,6 +20,44 @@ _MAX_CPU_GROUP_SIZE = 4096
 
 # Kernel parameter C types -> the letter the host module's launcher converts by.
 _SIGNATURE_LETTERS = {"int32_t": "i", "int64_t": "l", "float": "f", "double": "d"}
+# What a pointer parameter may point to: the dtype table's element types and plain
+# integers and floats (quantized and index tensors).
+_POINTEES = (
+    *(d.cpp_type for d in DTYPES),
+    *(f"{s}int{bits}_t" for s in ("", "u") for bits in (8, 16, 32, 64)),
+    "float",
+    "double",
+    "void",
+)
+_PARAM_TYPES = {
+    **_SIGNATURE_LETTERS,
+    **{f"{const}{t}*": "p" for const in ("", "const ") for t in _POINTEES},
+}
+
+# Every field of a spec ends up in generated C++ source or in a cache path, and spec
+# files and bundles come from outside: each field has a grammar, checked at
+# construction, so no entry point can hand the compiler or the cache anything else.
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_QUALIFIED = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_HEADER_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", re.ASCII)
+# No newline, '#', quotes, backslash, '/', ';' or braces: an argument cannot start a
+# directive, a comment, a string or a statement.
+TEMPLATE_ARGUMENT = re.compile(r"[A-Za-z0-9_:.+\-*<>(), ]+", re.ASCII)
+
+
+def _check(value: object, grammar: re.Pattern[str], field: str, expected: str) -> None:
+    if not (isinstance(value, str) and grammar.fullmatch(value)):
+        raise ValueError(f"{field} {value!r} is not {expected}")
+
+
+def check_header(header: object, field: str = "header") -> None:
+    """A header is a relative path below an include folder: never absolute, never '..'."""
+    parts = PurePosixPath(header).parts if isinstance(header, str) else ()
+    if not parts or not all(_HEADER_PART.fullmatch(part) for part in parts):
+        raise ValueError(
+            f"{field} {header!r} is not a relative path below the kernels folder "
+            "(letters, digits, '_', '.', '-' and '/'; no '..', no leading '/' or '.')"
+        )
 
 
 @dataclass(frozen=True)
@@ -29,17 +65,18 @@ class Param:
     name: str
     ctype: str
 
-    @property
-    def letter(self) -> str:
-        if self.ctype.endswith("*"):
-            return "p"
-        try:
-            return _SIGNATURE_LETTERS[self.ctype]
-        except KeyError:
+    def __post_init__(self) -> None:
+        _check(self.name, _IDENTIFIER, "parameter name", "an identifier")
+        if self.ctype not in _PARAM_TYPES:
             raise ValueError(
                 f"parameter {self.name!r} has type {self.ctype!r}; kernel parameters are "
-                f"pointers or one of {', '.join(_SIGNATURE_LETTERS)}"
-            ) from None
+                f"{', '.join(_SIGNATURE_LETTERS)} or a pointer to one of "
+                f"{', '.join(_POINTEES)} (optionally const)"
+            )
+
+    @property
+    def letter(self) -> str:
+        return _PARAM_TYPES[self.ctype]
 
 
 @dataclass(frozen=True)
@@ -56,6 +93,31 @@ class KernelSpec:
     params: tuple[Param, ...]
     group_size: int | None = None
     """Required work-group size, when the kernel is compiled for one; launches must use it."""
+
+    def __post_init__(self) -> None:
+        _check(self.name, _IDENTIFIER, "kernel name", "an identifier")
+        check_header(self.header)
+        _check(self.function, _QUALIFIED, "function", "a qualified identifier")
+        for field, values, kind in (
+            ("template_args", self.template_args, str),
+            ("params", self.params, Param),
+        ):
+            if not (isinstance(values, tuple) and all(isinstance(v, kind) for v in values)):
+                raise ValueError(f"{field} {values!r} is not a tuple of {kind.__name__}")
+        for arg in self.template_args:
+            _check(
+                arg,
+                TEMPLATE_ARGUMENT,
+                "template argument",
+                "made of letters, digits, spaces and _ : . + - * < > ( ) ,",
+            )
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"params name a parameter twice: {', '.join(names)}")
+        if self.group_size is not None and (
+            type(self.group_size) is not int or not 0 < self.group_size <= 1 << 16
+        ):
+            raise ValueError(f"group_size {self.group_size!r} is not a work-group size")
 
     @property
     def signature(self) -> str:
@@ -87,39 +149,60 @@ class KernelSpec:
 _SPECS_FORMAT = {"format": "sycl-kernels specs", "version": 1}
 
 
+# A spec list names at most a few thousand kernels of a few hundred bytes each.
+MAX_SPECS_BYTES = 16 << 20
+_SPEC_FIELDS = {f.name for f in fields(KernelSpec)}
+
+
 def write_specs(path: str | os.PathLike, specs: Iterable[KernelSpec]) -> None:
     """Writes `specs` as JSON (for read_specs and `precompile --specs`), replacing the file
     whole: a reader never sees a half-written one."""
+    from .cache import staged
+
     path = Path(path)
     document = {**_SPECS_FORMAT, "specs": [asdict(spec) for spec in specs]}
-    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(document, f, indent=1)
-        os.replace(staging, path)
-    except BaseException:
-        os.unlink(staging)
-        raise
+    with staged(path, f".{path.name}.") as f:
+        f.write(json.dumps(document, indent=1).encode())
+
+
+def _spec_from(record: object) -> KernelSpec:
+    if not isinstance(record, dict) or set(record) - _SPEC_FIELDS:
+        raise ValueError(f"a spec has the fields {', '.join(sorted(_SPEC_FIELDS))}")
+    params = record.get("params")
+    if not isinstance(params, list) or not all(isinstance(p, dict) for p in params):
+        raise ValueError("params is not a list of {name, ctype}")
+    args = record.get("template_args")
+    return KernelSpec(
+        **{
+            **record,
+            "template_args": tuple(args) if isinstance(args, list) else args,
+            "params": tuple(Param(**param) for param in params),
+        }
+    )
 
 
 def read_specs(path: str | os.PathLike) -> list[KernelSpec]:
-    """The specs write_specs wrote to `path`; ValueError if it holds anything else."""
+    """The specs write_specs wrote to `path`; ValueError naming the file, and the spec
+    and field at fault, if it holds anything else."""
     try:
-        document = json.loads(Path(path).read_text())
+        with open(path, "rb") as f:
+            text = f.read(MAX_SPECS_BYTES + 1)
+        if len(text) > MAX_SPECS_BYTES:
+            raise ValueError(f"larger than {MAX_SPECS_BYTES >> 20} MiB")
+        document = json.loads(text)
+        if not isinstance(document, dict) or not isinstance(document.get("specs"), list):
+            raise ValueError("no list of specs")
         if {k: document.get(k) for k in _SPECS_FORMAT} != _SPECS_FORMAT:
             raise ValueError(f"not a {_SPECS_FORMAT['format']} file, version 1")
-        return [
-            KernelSpec(
-                **{
-                    **fields,
-                    "template_args": tuple(fields["template_args"]),
-                    "params": tuple(Param(**param) for param in fields["params"]),
-                }
-            )
-            for fields in document["specs"]
-        ]
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, RecursionError) as e:
         raise ValueError(f"{path}: not a kernel spec list ({e})") from None
+    specs = []
+    for index, record in enumerate(document["specs"]):
+        try:
+            specs.append(_spec_from(record))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path}: not a kernel spec list (spec {index}: {e})") from None
+    return specs
 
 
 def leading_row_params(tensor: str) -> tuple[Param, ...]:

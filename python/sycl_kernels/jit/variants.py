@@ -114,20 +114,29 @@ def spec_for(op: str, params: dict[str, object]) -> KernelSpec:
 
 
 def read_manifest(path: Path) -> list[Variant]:
-    """Every variant `path` lists: the product of each op's value lists."""
-    with path.open("rb") as f:
-        tables = tomllib.load(f)
+    """Every variant `path` lists: the product of each op's value lists.
+
+    ValueError naming the file and the op when it is not a manifest.
+    """
+    try:
+        with path.open("rb") as f:
+            tables = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not TOML ({e})") from None
     variants = []
     names: set[str] = set()
     for op, rows in tables.items():
-        # A table, or an array of tables when some value combinations do not make sense.
-        for axes in rows if isinstance(rows, list) else [rows]:
-            keys = sorted(axes)
-            for values in itertools.product(*(axes[k] for k in keys)):
-                params = dict(zip(keys, values, strict=True))
-                spec = spec_for(op, params)
-                # Axes may name one kernel twice (a "dtype" cache on fp32 rows is fp32).
-                if spec.name not in names:
-                    names.add(spec.name)
-                    variants.append(Variant(op, tuple(params.items()), spec))
+        try:
+            # A table, or an array of tables when some value combinations do not make sense.
+            for axes in rows if isinstance(rows, list) else [rows]:
+                keys = sorted(axes)
+                for values in itertools.product(*(axes[k] for k in keys)):
+                    params = dict(zip(keys, values, strict=True))
+                    spec = spec_for(op, params)
+                    # Axes may name one kernel twice (a "dtype" cache on fp32 rows is fp32).
+                    if spec.name not in names:
+                        names.add(spec.name)
+                        variants.append(Variant(op, tuple(params.items()), spec))
+        except (TypeError, KeyError, ValueError) as e:
+            raise ValueError(f"{path}: [{op}]: {e}") from None
     return variants
