@@ -14,7 +14,7 @@ import io
 import sys
 from pathlib import Path
 
-from sycl_kernels._bench import ALL_OPS, run
+from sycl_kernels.bench.ops import ALL_OPS, run
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

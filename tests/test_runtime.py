@@ -13,8 +13,8 @@ import sycl_kernels
 import torch
 from packaging.requirements import Requirement
 from sycl_kernels import _runtime
+from sycl_kernels._build_config import read_build_config
 from sycl_kernels._config import config
-from sycl_kernels.jit.sources import read_build_config
 
 
 def test_cpu_sycl_device_is_found() -> None:

@@ -1,4 +1,4 @@
-"""sycl_kernels.__main__: `python -m sycl_kernels info|demo|bench|cache|precompile`."""
+"""sycl_kernels.__main__: `python -m sycl_kernels info|demo|bench|cache|precompile|new-op`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from . import _runtime
-from ._bench import ACTIVATION_OPS, ALL_OPS, HEAD_OPS, NORM_OPS, Result, measure
-from ._bench import run as run_bench
-from ._bench_model import run as run_model_bench
-from ._cases import activation_case, head_case, norm_case, timestep_case
+from . import _new_op, _runtime
+from ._build_config import BUILD_CONFIG_FILE, read_build_config
 from ._devices import default_device, devices
 from ._dtypes import BY_NAME, DTYPES
+from .bench.cases import norm_case
+from .bench.model import run as run_model_bench
+from .bench.ops import ALL_OPS, Result, measure
+from .bench.ops import run as run_bench
+from .bench.registry import BENCH_OPS, BenchOp
 from .jit import aot, compiler, stats
 from .jit.batch import precompile
 from .jit.bundle import export_bundle, import_bundle
@@ -26,7 +28,7 @@ from .jit.cache import disk_cache, shared_caches, writable_by_others
 from .jit.compiler import KernelCompileError
 from .jit.model_variants import config_dtype, model_specs
 from .jit.native import native_cache, shared_native_caches
-from .jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR, read_build_config
+from .jit.sources import KERNELS_DIR
 from .jit.spec import TUNINGS, KernelSpec, read_specs
 from .jit.variants import read_manifest
 
@@ -106,6 +108,13 @@ def _print_table(title: str, rows: list[Result]) -> bool:
     return ok
 
 
+def _demo(entry: BenchOp, device: torch.device) -> Result:
+    """The op's demo shape (bench/registry.py) in its demo dtype."""
+    assert entry.demo is not None
+    shape, build = entry.demo
+    return measure(entry.name, entry.demo_dtype, shape, build(entry.demo_dtype, device), device)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     device = default_device()
     print(f"sycl_kernels on {device} (SYCL device {_runtime.queue_for(device).device['name']})")
@@ -122,26 +131,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for rows, hidden in DEMO_SHAPES
     ]
     ok = _print_table("rmsnorm vs torch.nn.functional.rms_norm", rms)
-    bf16 = torch.bfloat16
-    every = [
-        *(
-            measure(op, bf16, "256x4096", norm_case(op, bf16, device, 256, 4096), device)
-            for op in NORM_OPS
-        ),
-        *(
-            measure(
-                op, bf16, "256x(32+8)x128", head_case(op, bf16, device, 256, 32, 8, 128), device
-            )
-            for op in HEAD_OPS
-        ),
-        *(
-            measure(op, bf16, "256x2*11008", activation_case(op, bf16, device, 256, 11008), device)
-            for op in ACTIVATION_OPS
-        ),
-        measure(
-            "timestep_embedding", torch.float32, "256x256", timestep_case(device, 256, 256), device
-        ),
-    ]
+    every = [_demo(entry, device) for entry in BENCH_OPS.values() if entry.demo is not None]
     ok &= _print_table("every op vs its torch eager form (bf16; timestep_embedding fp32)", every)
     s = stats()
     print(
@@ -279,6 +269,10 @@ def cmd_precompile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_new_op(args: argparse.Namespace) -> int:
+    return _new_op.main(args.name, args.root)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sycl_kernels", description=__doc__)
     parser.add_argument(
@@ -365,6 +359,18 @@ def main(argv: list[str] | None = None) -> int:
         "compiled for the CPU device either way",
     )
     precompile.set_defaults(run=cmd_precompile)
+    new_op = commands.add_parser(
+        "new-op",
+        help="start a new op in a checkout: a working element-wise op named NAME "
+        "(kernel, spec, op, tests, manifest rows; docs/kernel-development.md)",
+    )
+    new_op.add_argument("name", metavar="NAME", help="the op's name, e.g. scale")
+    new_op.add_argument(
+        "--root",
+        type=Path,
+        help="the checkout to write into (default: the one the package is imported from)",
+    )
+    new_op.set_defaults(run=cmd_new_op)
     args = parser.parse_args(argv)
     sources = ("model", "manifest", "specs")
     if args.command == "precompile" and sum(bool(getattr(args, a)) for a in sources) > 1:

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
+from ._build_config import read_build_config
+
 if TYPE_CHECKING:
     import torch
 
@@ -90,8 +92,6 @@ def built_lines() -> list[int]:
 
 
 def _lines_text(lines: list[int]) -> str:
-    from .jit.sources import read_build_config
-
     versions = read_build_config()["lines"]
     return (
         ", ".join(

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 from sycl_kernels import _runtime
+from sycl_kernels._build_config import read_build_config
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import aot, build, compile_inputs
 from sycl_kernels.jit.norm import rmsnorm_spec
-from sycl_kernels.jit.sources import KERNELS_DIR, read_build_config
+from sycl_kernels.jit.sources import KERNELS_DIR
 from sycl_kernels.jit.spec import TUNINGS
 from sycl_kernels.jit.variants import read_manifest, spec_for
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from sycl_kernels import _runtime
+from sycl_kernels._build_config import BUILD_CONFIG_FILE
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import compile_inputs, compiler
 from sycl_kernels.jit.aot_build import manifest, plan
 from sycl_kernels.jit.norm import rmsnorm_spec
-from sycl_kernels.jit.sources import BUILD_CONFIG_FILE, KERNELS_DIR
+from sycl_kernels.jit.sources import KERNELS_DIR
 from sycl_kernels.jit.variants import read_manifest
 
 from tests import references

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from sycl_kernels import _runtime
+from sycl_kernels._build_config import read_build_config
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import (
     KernelCompileError,
@@ -15,7 +16,7 @@ from sycl_kernels.jit import (
     get_kernel,
 )
 from sycl_kernels.jit.norm import rmsnorm_spec
-from sycl_kernels.jit.sources import include_tree, read_build_config
+from sycl_kernels.jit.sources import include_tree
 
 from tests import references
 

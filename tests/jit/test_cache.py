@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -353,3 +355,40 @@ def test_a_filesystem_without_locks_publishes_then_verifies(tmp_path: Path, monk
     monkeypatch.setattr(cache_module, "encode", lambda image: b"SYKC torn")
     with pytest.raises(OSError, match="failed its check after publishing"):
         cache.store("entry", "03", b"image", held=False)
+
+
+def test_get_or_create_creates_an_entry_once(tmp_path: Path, monkeypatch) -> None:
+    cache = cache_module.DiskCache(tmp_path)
+    created = []
+
+    def create() -> bytes:
+        created.append("ours")
+        return b"ours"
+
+    assert cache.get_or_create("entry", "01", create) == (b"ours", True)
+    assert cache.get_or_create("entry", "01", create) == (b"ours", False)
+    assert created == ["ours"]
+
+    # Another process publishes the entry while this one waits for its lock.
+    real_lock = cache.lock
+
+    @contextlib.contextmanager
+    def lock_after_another_process(name: str, digest: str, timeout: float) -> Iterator[bool]:
+        cache_module.DiskCache(tmp_path).store(name, digest, b"theirs", held=False)
+        with real_lock(name, digest, timeout) as held:
+            yield held
+
+    monkeypatch.setattr(cache, "lock", lock_after_another_process)
+    assert cache.get_or_create("entry", "02", create) == (b"theirs", False)
+    assert created == ["ours"]
+
+
+def test_get_or_create_returns_an_image_it_cannot_store(tmp_path: Path, monkeypatch) -> None:
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    cache = cache_module.DiskCache(tmp_path)
+    monkeypatch.setattr(cache_module.os, "fsync", disk_full)
+    with pytest.warns(RuntimeWarning, match=r"could not cache entry \(.*No space left on device"):
+        assert cache.get_or_create("entry", "01", lambda: b"image") == (b"image", True)
+    assert cache.entries() == []

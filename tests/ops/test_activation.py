@@ -10,6 +10,7 @@ import torch
 from sycl_kernels import _dtypes as dtype_table
 
 from tests import references
+from tests.ops import cases
 
 OPS = ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"]
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
@@ -86,3 +87,54 @@ def test_act_and_mul_keeps_relative_accuracy_far_below_zero(op: str) -> None:
     x = torch.cat([a, torch.full_like(a, 100.0)])[None, :]
     want = references.act_and_mul(op, x)
     torch.testing.assert_close(getattr(sycl_kernels, op)(x).double(), want, rtol=1e-5, atol=0)
+
+
+# The inputs of the suite-wide tests: the bad-input matrix and opcheck (tests/ops/cases.py).
+
+
+def _act_args() -> dict[str, object]:
+    return {"x": torch.randn(4, 64), "gate_first": True, "out": torch.zeros(4, 32)}
+
+
+def _act_and_mul_args() -> dict[str, object]:
+    return {
+        "gate": torch.randn(4, 32),
+        "up": torch.randn(4, 32),
+        "activation": "silu",
+        "out": torch.zeros(4, 32),
+    }
+
+
+ACT_OUT = f"{cases.FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows"
+
+
+def _opcheck_samples() -> list[tuple[str, tuple]]:
+    samples = [("act_and_mul", (torch.randn(4, 64), torch.randn(4, 64), "gelu_tanh"))]
+    for op in OPS:
+        x2 = torch.randn(4, 128)
+        samples += [(op, (x2,)), (f"{op}_out", (x2, False, torch.empty(4, 64)))]
+    return samples
+
+
+cases.register(
+    *(
+        cases.OpCase(
+            op,
+            _act_args,
+            {"x": f"{cases.FLOAT} zero_dim last_dim_plus_one last_stride_2", "out": ACT_OUT},
+            {"gate_first": cases.BOOL},
+        )
+        for op in OPS
+    ),
+    cases.OpCase(
+        "act_and_mul",
+        _act_and_mul_args,
+        {
+            "gate": f"{cases.FLOAT} zero_dim last_dim_plus_one last_stride_2",
+            "up": f"{cases.FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2",
+            "out": ACT_OUT,
+        },
+        {"activation": [("relu", ValueError), (None, TypeError)]},
+    ),
+    opcheck=_opcheck_samples,
+)

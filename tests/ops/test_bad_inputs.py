@@ -4,14 +4,15 @@ for types and dtypes, ValueError for devices, layouts, shapes, strides and value
 IndexError for out-of-range indices) with a message that starts with the op's name
 and names the argument, leaving every tensor it was given untouched. Empty inputs
 work; NaN and Inf propagate as they do in the float64 references.
+
+Each op's test file registers its valid arguments and the wrong values of each
+argument (tests/ops/cases.py), so a new op joins the matrix with its test file.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import pytest
 import sycl_kernels
@@ -19,216 +20,11 @@ import torch
 from sycl_kernels.jit import stats
 
 from tests import references
+from tests.ops import cases
+from tests.ops.cases import TENSOR_MUTATIONS, OpCase
 
-# Each kind of wrong tensor: how to make it from a valid one, and the error it must raise.
-TENSOR_MUTATIONS: dict[str, tuple[Callable[[torch.Tensor], object], type[Exception]]] = {
-    "not_a_tensor": (lambda t: t.tolist(), TypeError),
-    "meta_device": (lambda t: t.to("meta"), ValueError),
-    "sparse": (lambda t: t.to_sparse(), ValueError),
-    "int32": (lambda t: t.to(torch.int32), TypeError),
-    "float16": (lambda t: t.to(torch.float16), TypeError),
-    "float32": (lambda t: t.to(torch.float32), TypeError),
-    "float64": (lambda t: t.to(torch.float64), TypeError),
-    "bool": (lambda t: t.to(torch.bool), TypeError),
-    "complex": (lambda t: t.to(torch.complex64), TypeError),
-    "extra_dim": (lambda t: t.unsqueeze(0), ValueError),
-    "missing_dim": (lambda t: t[0], ValueError),
-    "zero_dim": (lambda t: t.reshape(-1)[0], ValueError),
-    "last_dim_plus_one": (lambda t: torch.cat([t, t[..., :1]], -1), ValueError),
-    "last_stride_2": (lambda t: torch.stack([t, t], -1)[..., 0], ValueError),
-    "overlapping_rows": (lambda t: t[:1].expand(t.shape), ValueError),
-    "spread_heads": (lambda t: torch.cat([t, t], -1)[..., : t.shape[-1]], ValueError),
-    "index_too_large": (lambda t: torch.full_like(t, 10**6), IndexError),
-    "index_negative": (lambda t: torch.full_like(t, -2), IndexError),
-}
-
-COMMON = "not_a_tensor meta_device sparse"
-FLOAT = f"{COMMON} int32 float64"
-NOT_A_NUMBER = [("1e-6", TypeError), (None, TypeError), (True, TypeError)]
-NON_NEGATIVE = [*NOT_A_NUMBER, (-1.0, ValueError), (math.nan, ValueError)]
-
-
-@dataclass
-class OpCase:
-    name: str
-    make_args: Callable[[], dict[str, object]]
-    tensors: dict[str, str]
-    """Argument -> the TENSOR_MUTATIONS kinds that must be rejected, space separated."""
-    scalars: dict[str, list[tuple[object, type[Exception]]]] = field(default_factory=dict)
-
-    def call(self, args: dict[str, object]) -> object:
-        return getattr(sycl_kernels, self.name)(**args)
-
-
-def _norm_args() -> dict[str, object]:
-    x, out = torch.randn(4, 64), torch.zeros(4, 64)
-    return {"x": x, "weight": torch.randn(64), "eps": 1e-6, "out": out}
-
-
-def _fused_add_args() -> dict[str, object]:
-    return {"x": torch.randn(4, 64), "residual": torch.randn(4, 64), "weight": torch.randn(64)}
-
-
-def _qknorm_args() -> dict[str, object]:
-    qkv = torch.randn(5, (4 + 2) * 32)
-    return {
-        "q": qkv[:, :128].view(5, 4, 32),
-        "k": qkv[:, 128:].view(5, 2, 32),
-        "q_weight": torch.randn(32),
-        "k_weight": torch.randn(32),
-        "eps": 1e-6,
-    }
-
-
-def _rope_args() -> dict[str, object]:
-    return {
-        "positions": torch.arange(5),
-        "q": torch.randn(5, 4, 64),
-        "k": torch.randn(5, 2, 64),
-        "cos_sin_cache": references.rope_cache(16, 64),
-        "is_neox": True,
-        "rotary_dim": 64,
-        "v": torch.randn(5, 2, 64),
-        "k_cache": torch.zeros(8, 2, 64),
-        "v_cache": torch.zeros(8, 2, 64),
-        "out_loc": torch.tensor([0, 3, -1, 7, 1]),
-    }
-
-
-def _qknorm_rope_args() -> dict[str, object]:
-    return {
-        **{k: v for k, v in _rope_args().items() if k != "rotary_dim"},
-        "q_weight": torch.randn(64),
-        "k_weight": torch.randn(64),
-        "eps": 1e-6,
-    }
-
-
-def _act_args() -> dict[str, object]:
-    return {"x": torch.randn(4, 64), "gate_first": True, "out": torch.zeros(4, 32)}
-
-
-def _act_and_mul_args() -> dict[str, object]:
-    return {
-        "gate": torch.randn(4, 32),
-        "up": torch.randn(4, 32),
-        "activation": "silu",
-        "out": torch.zeros(4, 32),
-    }
-
-
-NORM_TENSORS = {
-    "x": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2",
-    "weight": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2",
-    "out": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows",
-}
-FUSED_ADD_TENSORS = {
-    "x": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2 overlapping_rows",
-    "residual": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows",
-    "weight": NORM_TENSORS["weight"],
-}
-# Heads may have any strides but the last (a padded head layout is valid).
-HEADS = f"{FLOAT} zero_dim last_dim_plus_one last_stride_2 overlapping_rows"
-ACT_OUT = f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows"
-BOOL = [(None, TypeError), (1, TypeError)]
-KV_CACHE = f"{FLOAT} extra_dim missing_dim last_dim_plus_one last_stride_2 overlapping_rows"
-INDEX = f"{COMMON} float32 extra_dim zero_dim last_dim_plus_one last_stride_2 index_too_large"
-
-ROPE_TENSORS = {
-    # Any strides, and a 0-d tensor broadcasts: one position for every token.
-    "positions": f"{COMMON} float32 extra_dim last_dim_plus_one index_too_large index_negative",
-    "q": f"{HEADS} missing_dim",
-    "k": f"{HEADS} extra_dim missing_dim",
-    "cos_sin_cache": f"{COMMON} float16 float64 extra_dim missing_dim last_stride_2",
-    "v": f"{FLOAT} zero_dim extra_dim missing_dim last_dim_plus_one last_stride_2",
-    "k_cache": KV_CACHE,
-    "v_cache": KV_CACHE,
-    "out_loc": f"{INDEX} int32",
-}
-
-CASES = [
-    *(
-        OpCase(op, _norm_args, NORM_TENSORS, {"eps": NON_NEGATIVE})
-        for op in ("rmsnorm", "gemma_rmsnorm")
-    ),
-    *(
-        OpCase(op, _fused_add_args, FUSED_ADD_TENSORS, {"rounded_sum": BOOL})
-        for op in ("fused_add_rmsnorm", "gemma_fused_add_rmsnorm")
-    ),
-    OpCase(
-        "qknorm",
-        _qknorm_args,
-        {
-            "q": HEADS,
-            "k": HEADS,
-            "q_weight": NORM_TENSORS["weight"],
-            "k_weight": NORM_TENSORS["weight"],
-        },
-        {"eps": NON_NEGATIVE, "gemma": BOOL},
-    ),
-    OpCase(
-        "apply_rope",
-        _rope_args,
-        ROPE_TENSORS,
-        {
-            "is_neox": BOOL,
-            "rotary_dim": [(32, ValueError), (0, ValueError), (64.0, TypeError), ("64", TypeError)],
-            "head_size": [(32, ValueError), (0, ValueError), (64.0, TypeError)],
-            "layout": [("BSHD", ValueError), (3, TypeError)],
-        },
-    ),
-    OpCase(
-        "qknorm_rope",
-        _qknorm_rope_args,
-        {
-            "positions": ROPE_TENSORS["positions"],
-            "q": ROPE_TENSORS["q"],
-            "k": ROPE_TENSORS["k"],
-            "q_weight": NORM_TENSORS["weight"],
-            "k_weight": NORM_TENSORS["weight"],
-            **{name: ROPE_TENSORS[name] for name in ("cos_sin_cache", "v", "k_cache", "v_cache")},
-            "out_loc": ROPE_TENSORS["out_loc"],
-        },
-        {
-            "eps": NON_NEGATIVE,
-            "gemma": BOOL,
-            "is_neox": BOOL,
-            "head_size": [(32, ValueError), (0, ValueError), (64.0, TypeError)],
-            "layout": [("BSHD", ValueError), (3, TypeError)],
-        },
-    ),
-    *(
-        OpCase(
-            op,
-            _act_args,
-            {"x": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2", "out": ACT_OUT},
-            {"gate_first": BOOL},
-        )
-        for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
-    ),
-    OpCase(
-        "act_and_mul",
-        _act_and_mul_args,
-        {
-            "gate": f"{FLOAT} zero_dim last_dim_plus_one last_stride_2",
-            "up": f"{FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2",
-            "out": ACT_OUT,
-        },
-        {"activation": [("relu", ValueError), (None, TypeError)]},
-    ),
-    OpCase(
-        "timestep_embedding",
-        lambda: {"t": torch.rand(6) * 1000, "dim": 64},
-        {"t": f"{COMMON} bool complex extra_dim zero_dim"},
-        {
-            "dim": [(0, ValueError), (-8, ValueError), (8.0, TypeError), ("8", TypeError)],
-            "flip_sin_to_cos": [(None, TypeError), (1, TypeError)],
-            "downscale_freq_shift": [*NOT_A_NUMBER, (math.nan, ValueError)],
-            "scale": [*NOT_A_NUMBER, (math.nan, ValueError)],
-            "max_period": [*NON_NEGATIVE, (0, ValueError)],
-        },
-    ),
-]
+# Every public op's case, registered by its test file (tests/ops/cases.py).
+CASES = cases.bad_input_cases()
 
 
 def _matrix() -> list[tuple[OpCase, str, str, object]]:
@@ -375,7 +171,7 @@ def test_fused_add_rmsnorm_propagates_nan_and_inf(op: str, where: str, special: 
 @pytest.mark.parametrize("special", SPECIALS, ids=str)
 @pytest.mark.parametrize("where", ["q", "k", "q_weight", "k_weight"])
 def test_qknorm_propagates_nan_and_inf(where: str, special: float) -> None:
-    args = _qknorm_args()
+    args = cases.bad_input_case("qknorm").make_args()
     _inject(args[where], special)
     want_q = references.rmsnorm(args["q"], args["q_weight"], 1e-6)
     want_k = references.rmsnorm(args["k"], args["k_weight"], 1e-6)
@@ -387,7 +183,7 @@ def test_qknorm_propagates_nan_and_inf(where: str, special: float) -> None:
 @pytest.mark.parametrize("special", SPECIALS, ids=str)
 @pytest.mark.parametrize("where", ["q", "k", "v", "cos_sin_cache"])
 def test_apply_rope_propagates_nan_and_inf(where: str, special: float) -> None:
-    args = _rope_args()
+    args = cases.rope_args()
     _inject(args[where], special)
     cos_sin_cache, positions = args["cos_sin_cache"], args["positions"]
     want_q = references.rope(positions, args["q"], cos_sin_cache, is_neox=True)
@@ -405,7 +201,7 @@ def test_apply_rope_propagates_nan_and_inf(where: str, special: float) -> None:
 @pytest.mark.parametrize("special", SPECIALS, ids=str)
 @pytest.mark.parametrize("where", ["q", "k", "q_weight", "cos_sin_cache"])
 def test_qknorm_rope_propagates_nan_and_inf(where: str, special: float) -> None:
-    args = _qknorm_rope_args()
+    args = cases.bad_input_case("qknorm_rope").make_args()
     _inject(args[where], special)
     cos_sin_cache, positions = args["cos_sin_cache"], args["positions"]
     want_q, want_k = (

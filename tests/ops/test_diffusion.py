@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import sycl_kernels
 import torch
 
 from tests import references
+from tests.ops import cases
 
 
 @pytest.mark.parametrize("dim", [1, 7, 256, 320, 1001])
@@ -55,3 +58,22 @@ def test_timestep_embedding_rejects_bad_input(t, kwargs, error, message: str) ->
     with pytest.raises(error) as info:
         sycl_kernels.timestep_embedding(t, **kwargs)
     assert str(info.value).startswith("timestep_embedding(): ") and message in str(info.value)
+
+
+# The inputs of the suite-wide tests: the bad-input matrix and opcheck (tests/ops/cases.py).
+
+cases.register(
+    cases.OpCase(
+        "timestep_embedding",
+        lambda: {"t": torch.rand(6) * 1000, "dim": 64},
+        {"t": f"{cases.COMMON} bool complex extra_dim zero_dim"},
+        {
+            "dim": [(0, ValueError), (-8, ValueError), (8.0, TypeError), ("8", TypeError)],
+            "flip_sin_to_cos": [(None, TypeError), (1, TypeError)],
+            "downscale_freq_shift": [*cases.NOT_A_NUMBER, (math.nan, ValueError)],
+            "scale": [*cases.NOT_A_NUMBER, (math.nan, ValueError)],
+            "max_period": [*cases.NON_NEGATIVE, (0, ValueError)],
+        },
+    ),
+    opcheck=lambda: [("timestep_embedding", (torch.rand(5) * 1000, 64, True, 1.0, 1.0, 10000.0))],
+)

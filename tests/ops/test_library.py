@@ -1,4 +1,7 @@
-"""The ops as torch.library custom ops: opcheck, and torch.compile(fullgraph=True) vs eager."""
+"""The ops as torch.library custom ops: opcheck, and torch.compile(fullgraph=True) vs eager.
+
+Each op's test file registers its opcheck samples (tests/ops/cases.py).
+"""
 
 from __future__ import annotations
 
@@ -7,57 +10,10 @@ import sycl_kernels
 import torch
 
 from tests import references
+from tests.ops import cases
 
-
-def _opcheck_cases():
-    x, w = torch.randn(4, 64), torch.randn(64)
-    qkv = torch.randn(3, 6 * 64)
-    q, k = qkv[:, : 4 * 64].view(3, 4, 64), qkv[:, 4 * 64 : 5 * 64].view(3, 1, 64)
-    positions, cache = torch.tensor([0, 5, 9]), references.rope_cache(16, 64)
-    kv = (torch.randn(3, 1, 64), torch.zeros(4, 1, 64), torch.zeros(4, 1, 64))
-    hnd_qk = (torch.randn(4, 3, 64), torch.randn(1, 3, 64))  # [heads, tokens, head_dim]
-    cases = [
-        ("fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
-        ("gemma_fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
-        ("qknorm", (q, k, torch.randn(64), torch.randn(64), 1e-6)),
-        ("apply_rope", (positions, q, k, cache, True)),
-        ("apply_rope", (positions, q.transpose(0, 1), None, cache, True, None, None, "HND")),
-        (
-            "apply_rope",
-            (positions, q, k, cache, False, 64, 64, "NHD", *kv, torch.tensor([2, 0, 3])),
-        ),
-        ("qknorm_rope", (positions, q, k, torch.randn(64), torch.randn(64), cache, True)),
-        ("qknorm_rope", (positions, *hnd_qk, None, None, cache, False, 1e-5, True, None, "HND")),
-        (
-            "qknorm_rope",
-            (
-                positions,
-                q,
-                k,
-                w,
-                w,
-                cache,
-                True,
-                1e-6,
-                False,
-                64,
-                "NHD",
-                *kv,
-                torch.tensor([2, -1, 3]),
-            ),
-        ),
-        ("act_and_mul", (torch.randn(4, 64), torch.randn(4, 64), "gelu_tanh")),
-        ("timestep_embedding", (torch.rand(5) * 1000, 64, True, 1.0, 1.0, 10000.0)),
-    ]
-    for op in ("rmsnorm", "gemma_rmsnorm"):
-        cases += [(op, (x, w, 1e-6)), (f"{op}_out", (x, w, 1e-6, torch.empty_like(x)))]
-    for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"):
-        x2 = torch.randn(4, 128)
-        cases += [(op, (x2,)), (f"{op}_out", (x2, False, torch.empty(4, 64)))]
-    return cases
-
-
-OPCHECK_CASES = _opcheck_cases()
+# Every op's samples, registered by its test file (tests/ops/cases.py).
+OPCHECK_CASES = cases.opcheck_samples()
 
 
 @pytest.mark.parametrize(("name", "args"), OPCHECK_CASES, ids=[c[0] for c in OPCHECK_CASES])

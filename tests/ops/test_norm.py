@@ -12,6 +12,7 @@ from sycl_kernels import _dtypes as dtype_table
 from sycl_kernels.jit import stats
 
 from tests import references
+from tests.ops import cases
 
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 HIDDEN = [64, 1000, 4096, 5120, 8192]
@@ -275,3 +276,78 @@ def test_gpu_tuned_kernels_compute_the_same(
     sycl_kernels.fused_add_rmsnorm(x, residual, weight, 1e-6)
     torch.testing.assert_close(x.double(), want_x, **tol)
     torch.testing.assert_close(residual.double(), want_residual, **tol)
+
+
+# The inputs of the suite-wide tests: the bad-input matrix and opcheck (tests/ops/cases.py).
+
+
+def _norm_args() -> dict[str, object]:
+    x, out = torch.randn(4, 64), torch.zeros(4, 64)
+    return {"x": x, "weight": torch.randn(64), "eps": 1e-6, "out": out}
+
+
+def _fused_add_args() -> dict[str, object]:
+    return {"x": torch.randn(4, 64), "residual": torch.randn(4, 64), "weight": torch.randn(64)}
+
+
+def _qknorm_args() -> dict[str, object]:
+    qkv = torch.randn(5, (4 + 2) * 32)
+    return {
+        "q": qkv[:, :128].view(5, 4, 32),
+        "k": qkv[:, 128:].view(5, 2, 32),
+        "q_weight": torch.randn(32),
+        "k_weight": torch.randn(32),
+        "eps": 1e-6,
+    }
+
+
+NORM_TENSORS = {
+    "x": f"{cases.FLOAT} zero_dim last_dim_plus_one last_stride_2",
+    "weight": cases.NORM_WEIGHT,
+    "out": f"{cases.FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows",
+}
+FUSED_ADD_TENSORS = {
+    "x": f"{cases.FLOAT} zero_dim last_dim_plus_one last_stride_2 overlapping_rows",
+    "residual": (
+        f"{cases.FLOAT} extra_dim zero_dim last_dim_plus_one last_stride_2 overlapping_rows"
+    ),
+    "weight": cases.NORM_WEIGHT,
+}
+
+
+def _opcheck_samples() -> list[tuple[str, tuple]]:
+    x, w = torch.randn(4, 64), torch.randn(64)
+    qkv = torch.randn(3, 6 * 64)
+    q, k = qkv[:, : 4 * 64].view(3, 4, 64), qkv[:, 4 * 64 : 5 * 64].view(3, 1, 64)
+    samples = [
+        ("fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
+        ("gemma_fused_add_rmsnorm", (x.clone(), torch.randn(4, 64), w, 1e-6)),
+        ("qknorm", (q, k, torch.randn(64), torch.randn(64), 1e-6)),
+    ]
+    for op in ("rmsnorm", "gemma_rmsnorm"):
+        samples += [(op, (x, w, 1e-6)), (f"{op}_out", (x, w, 1e-6, torch.empty_like(x)))]
+    return samples
+
+
+cases.register(
+    *(
+        cases.OpCase(op, _norm_args, NORM_TENSORS, {"eps": cases.NON_NEGATIVE})
+        for op in ("rmsnorm", "gemma_rmsnorm")
+    ),
+    *(
+        cases.OpCase(op, _fused_add_args, FUSED_ADD_TENSORS, {"rounded_sum": cases.BOOL})
+        for op in ("fused_add_rmsnorm", "gemma_fused_add_rmsnorm")
+    ),
+    cases.OpCase(
+        "qknorm",
+        _qknorm_args,
+        {
+            "q": cases.HEADS,
+            "k": cases.HEADS,
+            "q_weight": cases.NORM_WEIGHT,
+            "k_weight": cases.NORM_WEIGHT,
+        },
+        {"eps": cases.NON_NEGATIVE, "gemma": cases.BOOL},
+    ),
+    opcheck=_opcheck_samples,
+)

@@ -10,6 +10,7 @@ import torch
 from sycl_kernels import _dtypes as dtype_table
 
 from tests import references
+from tests.ops import cases
 
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 MAX_POSITION = 4096
@@ -183,3 +184,74 @@ def test_qknorm_rope_rounds_once(dtype: torch.dtype) -> None:
     fused_error = (q.double() - want_q).abs().mean()
     composed_error = (composed_q.double() - want_q).abs().mean()
     assert fused_error < composed_error, (fused_error, composed_error)
+
+
+# The inputs of the suite-wide tests: the bad-input matrix and opcheck (tests/ops/cases.py).
+
+
+def _qknorm_rope_args() -> dict[str, object]:
+    return {
+        **{k: v for k, v in cases.rope_args().items() if k != "rotary_dim"},
+        "q_weight": torch.randn(64),
+        "k_weight": torch.randn(64),
+        "eps": 1e-6,
+    }
+
+
+def _opcheck_samples() -> list[tuple[str, tuple]]:
+    w = torch.randn(64)
+    qkv = torch.randn(3, 6 * 64)
+    q, k = qkv[:, : 4 * 64].view(3, 4, 64), qkv[:, 4 * 64 : 5 * 64].view(3, 1, 64)
+    positions, cache = torch.tensor([0, 5, 9]), references.rope_cache(16, 64)
+    kv = (torch.randn(3, 1, 64), torch.zeros(4, 1, 64), torch.zeros(4, 1, 64))
+    hnd_qk = (torch.randn(4, 3, 64), torch.randn(1, 3, 64))  # [heads, tokens, head_dim]
+    return [
+        ("qknorm_rope", (positions, q, k, torch.randn(64), torch.randn(64), cache, True)),
+        ("qknorm_rope", (positions, *hnd_qk, None, None, cache, False, 1e-5, True, None, "HND")),
+        (
+            "qknorm_rope",
+            (
+                positions,
+                q,
+                k,
+                w,
+                w,
+                cache,
+                True,
+                1e-6,
+                False,
+                64,
+                "NHD",
+                *kv,
+                torch.tensor([2, -1, 3]),
+            ),
+        ),
+    ]
+
+
+cases.register(
+    cases.OpCase(
+        "qknorm_rope",
+        _qknorm_rope_args,
+        {
+            "positions": cases.ROPE_TENSORS["positions"],
+            "q": cases.ROPE_TENSORS["q"],
+            "k": cases.ROPE_TENSORS["k"],
+            "q_weight": cases.NORM_WEIGHT,
+            "k_weight": cases.NORM_WEIGHT,
+            **{
+                name: cases.ROPE_TENSORS[name]
+                for name in ("cos_sin_cache", "v", "k_cache", "v_cache")
+            },
+            "out_loc": cases.ROPE_TENSORS["out_loc"],
+        },
+        {
+            "eps": cases.NON_NEGATIVE,
+            "gemma": cases.BOOL,
+            "is_neox": cases.BOOL,
+            "head_size": [(32, ValueError), (0, ValueError), (64.0, TypeError)],
+            "layout": [("BSHD", ValueError), (3, TypeError)],
+        },
+    ),
+    opcheck=_opcheck_samples,
+)

@@ -8,6 +8,7 @@ import torch
 from sycl_kernels import _dtypes as dtype_table
 
 from tests import references
+from tests.ops import cases
 
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 MAX_POSITION = 4096
@@ -236,3 +237,37 @@ def test_apply_rope_kv_rejects_bad_input(
             **args,
         )
     assert message in str(info.value)
+
+
+# The inputs of the suite-wide tests: the bad-input matrix and opcheck (tests/ops/cases.py).
+
+
+def _opcheck_samples() -> list[tuple[str, tuple]]:
+    qkv = torch.randn(3, 6 * 64)
+    q, k = qkv[:, : 4 * 64].view(3, 4, 64), qkv[:, 4 * 64 : 5 * 64].view(3, 1, 64)
+    positions, cache = torch.tensor([0, 5, 9]), references.rope_cache(16, 64)
+    kv = (torch.randn(3, 1, 64), torch.zeros(4, 1, 64), torch.zeros(4, 1, 64))
+    return [
+        ("apply_rope", (positions, q, k, cache, True)),
+        ("apply_rope", (positions, q.transpose(0, 1), None, cache, True, None, None, "HND")),
+        (
+            "apply_rope",
+            (positions, q, k, cache, False, 64, 64, "NHD", *kv, torch.tensor([2, 0, 3])),
+        ),
+    ]
+
+
+cases.register(
+    cases.OpCase(
+        "apply_rope",
+        cases.rope_args,
+        cases.ROPE_TENSORS,
+        {
+            "is_neox": cases.BOOL,
+            "rotary_dim": [(32, ValueError), (0, ValueError), (64.0, TypeError), ("64", TypeError)],
+            "head_size": [(32, ValueError), (0, ValueError), (64.0, TypeError)],
+            "layout": [("BSHD", ValueError), (3, TypeError)],
+        },
+    ),
+    opcheck=_opcheck_samples,
+)

@@ -1,6 +1,7 @@
 // csrc/module.cpp: the nanobind host module `sycl_kernels._C`.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -43,6 +44,39 @@ sycl::device device_at(size_t index) {
   return devices[index];
 }
 
+// An int or a float, by the kernel's signature letter; a bool is neither (a flag
+// given where a size is expected), and a float is not taken for an int.
+KernelArg scalar_arg(const Kernel& kernel, char kind, nb::handle value, size_t index) {
+  KernelArg a;
+  a.kind = kind;
+  const bool is_int = nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value);
+  const bool is_float = nb::isinstance<nb::float_>(value);
+  auto fail = [&](const char* expected) {
+    return nb::type_error((kernel.name() + "(): argument " + std::to_string(index) +
+                           " must be " + expected + ", got " + nb::inst_name(value).c_str())
+                              .c_str());
+  };
+  switch (kind) {
+    case 'i':
+      if (!is_int) throw fail("an int (int32)");
+      a.i = nb::cast<int32_t>(value);
+      break;
+    case 'l':
+      if (!is_int) throw fail("an int (int64)");
+      a.l = nb::cast<int64_t>(value);
+      break;
+    case 'f':
+      if (!is_int && !is_float) throw fail("a float");
+      a.f = static_cast<float>(nb::cast<double>(value));
+      break;
+    default:
+      if (!is_int && !is_float) throw fail("a float (double)");
+      a.d = nb::cast<double>(value);
+      break;
+  }
+  return a;
+}
+
 // Converts Python arguments by the kernel's signature; tensors must live where
 // the queue's device can reach them. An int for a pointer is taken as a device
 // address only when `addresses` is set (the ops' own launches, after their checks).
@@ -59,57 +93,39 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
     KernelArg& a = out[index];
     a.kind = signature[index];
     nb::handle value = args[index];
-    auto fail = [&](const char* expected) {
-      return nb::type_error((kernel.name() + "(): argument " + std::to_string(index) +
-                             " must be " + expected + ", got " +
-                             nb::inst_name(value).c_str())
-                                .c_str());
-    };
-    switch (a.kind) {
-      case 'p': {
-        // The ops pass data_ptr(), which costs ~0.1 us where a DLPack export
-        // costs ~3 us per tensor, having checked every tensor already.
-        if (addresses && nb::isinstance<nb::int_>(value)) {
-          a.p = reinterpret_cast<void*>(nb::cast<uintptr_t>(value));
-          break;
-        }
-        nb::ndarray<> array;
-        if (!nb::try_cast(value, array)) throw fail("a tensor (DLPack)");
-        // Asked here, not once per launch: the ops' address launches never need it.
-        const int32_t wanted_device = queue.get().get_device().is_cpu()
-                                          ? nb::device::cpu::value
-                                          : nb::device::oneapi::value;
-        if (array.device_type() != wanted_device) {
-          throw nb::value_error((kernel.name() + "(): argument " + std::to_string(index) +
-                                 " lives on a device the queue's " +
-                                 (wanted_device == nb::device::cpu::value ? "CPU" : "GPU") +
-                                 " device cannot access")
-                                    .c_str());
-        }
-        a.p = array.data();
-        break;
-      }
-      case 'i':
-        if (!nb::isinstance<nb::int_>(value)) throw fail("an int");
-        a.i = nb::cast<int32_t>(value);
-        break;
-      case 'l':
-        if (!nb::isinstance<nb::int_>(value)) throw fail("an int");
-        a.l = nb::cast<int64_t>(value);
-        break;
-      case 'f':
-        a.f = static_cast<float>(nb::cast<double>(value));
-        break;
-      default:
-        a.d = nb::cast<double>(value);
-        break;
+    if (a.kind != 'p') {
+      a = scalar_arg(kernel, a.kind, value, index);
+      continue;
     }
+    // The ops pass data_ptr(), which costs ~0.1 us where a DLPack export costs
+    // ~3 us per tensor, having checked every tensor already.
+    if (addresses && nb::isinstance<nb::int_>(value)) {
+      a.p = reinterpret_cast<void*>(nb::cast<uintptr_t>(value));
+      continue;
+    }
+    nb::ndarray<> array;
+    if (!nb::try_cast(value, array)) {
+      throw nb::type_error((kernel.name() + "(): argument " + std::to_string(index) +
+                            " must be a tensor (DLPack), got " + nb::inst_name(value).c_str())
+                               .c_str());
+    }
+    // Asked here, not once per launch: the ops' address launches never need it.
+    const int32_t wanted_device = queue.get().get_device().is_cpu()
+                                      ? nb::device::cpu::value
+                                      : nb::device::oneapi::value;
+    if (array.device_type() != wanted_device) {
+      throw nb::value_error((kernel.name() + "(): argument " + std::to_string(index) +
+                             " lives on a device the queue's " +
+                             (wanted_device == nb::device::cpu::value ? "CPU" : "GPU") +
+                             " device cannot access")
+                                .c_str());
+    }
+    a.p = array.data();
   }
   return out;
 }
 
-void launch(const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
-            const nb::args& args, bool addresses) {
+void check_sizes(const Kernel& kernel, size_t global_size, size_t local_size) {
   if (local_size == 0 || global_size % local_size != 0) {
     throw nb::value_error((kernel.name() + "(): global size " + std::to_string(global_size) +
                            " is not a positive multiple of the work-group size " +
@@ -122,6 +138,82 @@ void launch(const Kernel& kernel, const Queue& queue, size_t global_size, size_t
                            std::to_string(local_size))
                               .c_str());
   }
+}
+
+// A kernel bound once per metadata (ops/_launch.py): the queue, the sizes and every
+// scalar argument fixed; each pointer argument read at each call from one of the
+// call's tensors (its data_ptr() plus a byte offset; None gives a null pointer).
+class BoundLaunch {
+ public:
+  struct Pointer {
+    size_t param;     // the kernel parameter it fills
+    size_t argument;  // the call's argument it reads
+    int64_t offset;   // bytes past the tensor's data_ptr()
+  };
+
+  // `params`: one entry per kernel parameter, by its signature letter: for a pointer
+  // an (argument index, byte offset) tuple, else the value (kinds checked here).
+  BoundLaunch(const Kernel& kernel, const Queue& queue, size_t global_size,
+              size_t local_size, const nb::sequence& params)
+      : kernel_(kernel), queue_(queue), global_size_(global_size), local_size_(local_size) {
+    check_sizes(kernel, global_size, local_size);
+    const std::string& signature = kernel.signature();
+    if (nb::len(params) != signature.size()) {
+      throw nb::type_error((kernel.name() + "(): expected " +
+                            std::to_string(signature.size()) + " parameters, got " +
+                            std::to_string(nb::len(params)))
+                               .c_str());
+    }
+    args_.resize(signature.size());
+    for (size_t index = 0; index < signature.size(); ++index) {
+      nb::handle value = params[index];
+      if (signature[index] != 'p') {
+        args_[index] = scalar_arg(kernel, signature[index], value, index);
+        continue;
+      }
+      std::pair<size_t, int64_t> slot;
+      if (!nb::try_cast(value, slot)) {
+        throw nb::type_error((kernel.name() + "(): parameter " + std::to_string(index) +
+                              " is a pointer; expected (argument index, byte offset), got " +
+                              nb::inst_name(value).c_str())
+                                 .c_str());
+      }
+      args_[index].kind = 'p';
+      args_[index].p = nullptr;
+      pointers_.push_back({index, slot.first, slot.second});
+    }
+  }
+
+  void operator()(const nb::args& call) const {
+    std::vector<KernelArg> args = args_;
+    for (const Pointer& pointer : pointers_) {
+      if (pointer.argument >= call.size()) {
+        throw nb::index_error((kernel_.name() + "(): bound to argument " +
+                               std::to_string(pointer.argument) + ", called with " +
+                               std::to_string(call.size()))
+                                  .c_str());
+      }
+      nb::handle tensor = call[pointer.argument];
+      if (tensor.is_none()) continue;
+      const auto address = nb::cast<uintptr_t>(tensor.attr("data_ptr")());
+      args[pointer.param].p = reinterpret_cast<void*>(address + pointer.offset);
+    }
+    nb::gil_scoped_release release;
+    kernel_.launch(queue_, global_size_, local_size_, args);
+  }
+
+ private:
+  Kernel kernel_;
+  Queue queue_;
+  size_t global_size_;
+  size_t local_size_;
+  std::vector<KernelArg> args_;
+  std::vector<Pointer> pointers_;
+};
+
+void launch(const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
+            const nb::args& args, bool addresses) {
+  check_sizes(kernel, global_size, local_size);
   const std::vector<KernelArg> converted = convert_args(kernel, queue, args, addresses);
   nb::gil_scoped_release release;
   kernel.launch(queue, global_size, local_size, converted);
@@ -220,5 +312,19 @@ NB_MODULE(_C, m) {
              nb::args args) { launch(kernel, queue, global_size, local_size, args, true); },
           "queue"_a, "global_size"_a, "local_size"_a, "args"_a,
           "launch(), taking an int for a pointer as a device address, unchecked: for the\n"
-          "ops only, which check every tensor before passing its data_ptr().");
+          "ops only, which check every tensor before passing its data_ptr().")
+      .def(
+          "_bind",
+          [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
+             nb::sequence params) {
+            return BoundLaunch(kernel, queue, global_size, local_size, params);
+          },
+          "queue"_a, "global_size"_a, "local_size"_a, "params"_a,
+          "A launch with every parameter bound, in order: values for scalars (kinds\n"
+          "checked), (argument index, byte offset) for pointers, read from the call's\n"
+          "tensors unchecked: for the ops only (ops/_launch.py), after their checks.");
+
+  nb::class_<BoundLaunch>(m, "BoundLaunch")
+      .def("__call__", [](const BoundLaunch& launch, nb::args call) { launch(call); },
+           "call"_a, "Launches, the pointers read from the call's tensors.");
 }

@@ -47,11 +47,9 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
-import types
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
@@ -59,6 +57,7 @@ from transformers.activations import GELUActivation, GELUTanh, NewGELUActivation
 from transformers.integrations.moe import _default_apply_gate
 
 from .. import ops
+from ..jit.model_variants import MODEL_FAMILIES, ModelFamily, NormStyle
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -71,50 +70,12 @@ _ACTIVATIONS: dict[type, str] = {
     NewGELUActivation: "gelu_tanh",
 }
 
-# The norm formulas: "llama" = weight * round(x_normed) (two roundings, in the
-# weight's dtype); "olmo2" = round(weight * x_normed); "gemma" = round(x_normed * (1 + weight)).
-NormStyle = Literal["llama", "olmo2", "gemma"]
+# model_type -> family: the one table, kept torch-free in jit.model_variants for
+# `precompile --model`, which names the kernels these patches launch.
+FAMILIES: dict[str, ModelFamily] = MODEL_FAMILIES
 
 
-@dataclass(frozen=True)
-class Family:
-    """A model family's modeling module and the classes patched in it."""
-
-    name: str
-    """transformers.models.<name>.modeling_<name>."""
-    prefix: str
-    """Class-name prefix: <prefix>RMSNorm, <prefix>MLP, <prefix>Experts."""
-    norm: NormStyle = "llama"
-    mlp: Literal["split", "fused"] | None = "split"
-    """gate_proj and up_proj, one gate_up_proj (Phi-3), or no dense MLP class (Mixtral)."""
-    experts: bool = False
-
-    @property
-    def module(self) -> types.ModuleType:
-        return importlib.import_module(f"transformers.models.{self.name}.modeling_{self.name}")
-
-    def cls(self, suffix: str) -> type[nn.Module]:
-        return getattr(self.module, self.prefix + suffix)
-
-
-FAMILIES: dict[str, Family] = {
-    "llama": Family("llama", "Llama"),
-    "mistral": Family("mistral", "Mistral"),
-    "mixtral": Family("mixtral", "Mixtral", mlp=None, experts=True),
-    "qwen2": Family("qwen2", "Qwen2"),
-    "qwen3": Family("qwen3", "Qwen3"),
-    "qwen3_moe": Family("qwen3_moe", "Qwen3Moe", experts=True),
-    "gemma": Family("gemma", "Gemma", norm="gemma"),
-    "gemma2": Family("gemma2", "Gemma2", norm="gemma"),
-    "gemma3": Family("gemma3", "Gemma3", norm="gemma"),
-    "gemma3_text": Family("gemma3", "Gemma3", norm="gemma"),
-    "phi3": Family("phi3", "Phi3", mlp="fused"),
-    "granite": Family("granite", "Granite"),
-    "olmo2": Family("olmo2", "Olmo2", norm="olmo2"),
-}
-
-
-def family(model_type: str | None) -> Family:
+def family(model_type: str | None) -> ModelFamily:
     """The family of a config's model_type; ValueError naming the supported ones."""
     try:
         return FAMILIES[model_type]
@@ -266,7 +227,7 @@ _ROPE_INSTALLED: dict[str, _Installed] = {}  # modeling module name -> HF's func
 _LOCK = threading.RLock()
 
 
-def _acquire_rope(fam: Family) -> str:
+def _acquire_rope(fam: ModelFamily) -> str:
     module = fam.module
     entry = _ROPE_INSTALLED.get(module.__name__)
     if entry is None:
@@ -324,7 +285,7 @@ def _unset_instances(model: nn.Module) -> int:
 _OWN_FORWARD = "unpatched, the instance has its own {} already (accelerate hooks?)"
 
 
-def _patch_norm(fam: Family, path: str, module: nn.Module, dtype: torch.dtype) -> str:
+def _patch_norm(fam: ModelFamily, path: str, module: nn.Module, dtype: torch.dtype) -> str:
     weight = module.weight.dtype
     if not _norm_weight_ok(fam.norm, weight, dtype):
         return (
@@ -341,7 +302,7 @@ def _no_kernel(path: str, act: nn.Module) -> str:
     return f"{path}: unpatched, activation {type(act).__name__} has no kernel (SiLU and GELUs have)"
 
 
-def _patch_mlp(fam: Family, path: str, module: nn.Module) -> str:
+def _patch_mlp(fam: ModelFamily, path: str, module: nn.Module) -> str:
     act = module.activation_fn if fam.mlp == "fused" else module.act_fn
     activation = _ACTIVATIONS.get(type(act))
     if activation is None:

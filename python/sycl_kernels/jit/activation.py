@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from .._dtypes import DType
+from .._dtypes import BY_NAME, DType
 from .spec import KernelSpec, Param, leading_row_params, row_group_size, vec_width
+from .variants import manifest_op
 
 # Activation name -> sycl_kernels::Activation value. Kernels are named after the op
 # over x's halves (silu_and_mul_...); act_and_mul(gate, up) launches the same ones.
@@ -47,3 +48,12 @@ def act_and_mul_spec(activation: str, dtype: DType, dim: int, tuned_for: str) ->
         ),
         group_size=threads,
     )
+
+
+def _act_and_mul_variant(activation: str, dtype: str, dim: int, tuned_for: str) -> KernelSpec:
+    return act_and_mul_spec(activation, BY_NAME[dtype], dim, tuned_for)
+
+
+# The manifest's [<activation>_and_mul] tables (kernels/variants.toml).
+for _activation in ACTIVATIONS:
+    manifest_op(f"{_activation}_and_mul")(functools.partial(_act_and_mul_variant, _activation))

@@ -19,9 +19,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from .._build_config import read_build_config
 from .aot import MANIFEST_NAME, SPIRV_TARGET
 from .compiler import request_text
-from .sources import CompileInputs, compile_inputs, read_build_config, source_inputs
+from .sources import CompileInputs, compile_inputs, source_inputs
 from .variants import Variant, read_manifest
 
 PLAN_NAME = "plan.json"

@@ -142,19 +142,13 @@ def cached_or_compiled(inputs: CompileInputs, queue, *, shared: bool = True) -> 
     if image is None:
         if not writable:
             return compile_image(inputs, queue), "compiled"
-        with cache.lock(inputs.name, digest, config().lock_timeout) as held:
-            image = cache.load(inputs.name, digest)
-            if image is None:
-                image = compile_image(inputs, queue)
-                try:
-                    cache.store(inputs.name, digest, image, held=held)
-                except OSError as e:
-                    warnings.warn(
-                        f"sycl_kernels: could not cache {inputs.name} ({e})",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-                return image, "compiled"
+        # The private cache is looked in again, before and under the entry's lock:
+        # another process may have published the entry since.
+        image, compiled = cache.get_or_create(
+            inputs.name, digest, lambda: compile_image(inputs, queue)
+        )
+        if compiled:
+            return image, "compiled"
     with _stats_lock:
         _stats.disk_hits += 1
     return image, "disk"

@@ -36,7 +36,7 @@ import stat
 import struct
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -403,6 +403,34 @@ class DiskCache(ReadOnlyCache):
         finally:
             if held:
                 lock.release()
+
+    def get_or_create(
+        self, name: str, digest: str, create: Callable[[], bytes]
+    ) -> tuple[bytes, bool]:
+        """The entry's image, else `create()`'s, stored: (image, whether create ran).
+
+        Looked up again under the entry's lock, so of the processes that miss an entry
+        at once one creates it and the others load it. An image that cannot be stored
+        is returned all the same, with a warning: the caller needs it more than the
+        cache does.
+        """
+        image = self.load(name, digest)
+        if image is not None:
+            return image, False
+        with self.lock(name, digest, config().lock_timeout) as held:
+            image = self.load(name, digest)
+            if image is not None:
+                return image, False
+            image = create()
+            try:
+                self.store(name, digest, image, held=held)
+            except OSError as e:
+                warnings.warn(
+                    f"sycl_kernels: could not cache {name} ({e})",
+                    RuntimeWarning,
+                    stacklevel=3,  # the caller's caller: the code that wanted the image
+                )
+            return image, True
 
     def clear(self) -> int:
         """Deletes every entry and leftover staging file; returns the entry count.

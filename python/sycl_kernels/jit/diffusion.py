@@ -6,8 +6,10 @@ import functools
 
 from .._dtypes import BY_NAME
 from .spec import KernelSpec, Param, row_group_size
+from .variants import manifest_op
 
 
+@manifest_op("timestep_embedding")
 @functools.cache
 def timestep_embedding_spec(dim: int) -> KernelSpec:
     # No vector accesses, so one tuning serves both device classes.

@@ -3,11 +3,15 @@
 `model_specs(config, dtype, tuned_for)` reads a config.json's dict and returns the
 specs that the ops ask for when `sycl_kernels.integrations.transformers.patch`
 has swapped the kernels into that model (`precompile --model` compiles them).
+`MODEL_FAMILIES` is the one table of the families both read; it is here, not in
+the integration, because that imports transformers, which precompile does not need.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import importlib
+import types
+from dataclasses import dataclass
 from typing import Literal
 
 from .._dtypes import DTYPES, DType
@@ -16,48 +20,77 @@ from .norm import rmsnorm_spec
 from .rope import rope_spec
 from .spec import KernelSpec
 
+# The norm formulas: "llama" = weight * round(x_normed) (two roundings, in the
+# weight's dtype); "olmo2" = round(weight * x_normed); "gemma" = round(x_normed * (1 + weight)).
+NormStyle = Literal["llama", "olmo2", "gemma"]
+
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """What a family's patched layers launch (integrations/transformers.py patches them)."""
+    """A Hugging Face model family: the classes the integration patches in it, and what
+    they launch once patched."""
 
-    gemma: bool = False
-    """Norms are Gemma's (1 + weight) form: gemma_rmsnorm."""
-    qk_norm: Literal["head", "all_heads"] | None = None
-    """Per-head q/k norms at head_dim (Qwen3, Gemma 3), or over all heads at once (OLMo 2)."""
+    name: str
+    """Its modeling module: transformers.models.<name>.modeling_<name>."""
+    prefix: str
+    """Class-name prefix: <prefix>RMSNorm, <prefix>MLP, <prefix>Experts."""
+    norm: NormStyle = "llama"
+    """The RMSNorm's formula; "gemma" runs gemma_rmsnorm, the others rmsnorm."""
+    mlp: Literal["split", "fused"] | None = "split"
+    """gate_proj and up_proj, one gate_up_proj (Phi-3), or no dense MLP class (Mixtral)."""
     experts: bool = False
     """MoE experts call act_and_mul at moe_intermediate_size (else intermediate_size)."""
-    dense_mlp: bool = True
+    qk_norm: Literal["head", "all_heads"] | None = None
+    """Per-head q/k norms at head_dim (Qwen3, Gemma 3), or over all heads at once (OLMo 2)."""
     activation_key: str = "hidden_act"
     default_activation: str = "silu"
     """Hugging Face's default for the activation when config.json leaves it out."""
     float32_rotary: bool = False
     """The rotary embedding returns cos/sin in float32 (OLMo 2), not the model's dtype."""
 
+    @property
+    def module(self) -> types.ModuleType:
+        """The modeling module; imports transformers (the integration's use, not precompile's)."""
+        return importlib.import_module(f"transformers.models.{self.name}.modeling_{self.name}")
 
-_GEMMA = ModelFamily(
-    gemma=True, activation_key="hidden_activation", default_activation="gelu_pytorch_tanh"
+    def cls(self, suffix: str) -> type:
+        """The modeling module's class <prefix><suffix>: RMSNorm, MLP or Experts."""
+        return getattr(self.module, self.prefix + suffix)
+
+
+_GEMMA3 = ModelFamily(
+    "gemma3",
+    "Gemma3",
+    norm="gemma",
+    qk_norm="head",
+    activation_key="hidden_activation",
+    default_activation="gelu_pytorch_tanh",
 )
 
-# model_type -> family. The same keys as integrations.transformers.FAMILIES (a test
-# checks); kept here because that module imports transformers, which precompile
-# does not need.
+# model_type -> family.
 MODEL_FAMILIES: dict[str, ModelFamily] = {
-    "llama": ModelFamily(),
-    "mistral": ModelFamily(),
-    "mixtral": ModelFamily(experts=True, dense_mlp=False),
-    "qwen2": ModelFamily(),
-    "qwen3": ModelFamily(qk_norm="head"),
-    "qwen3_moe": ModelFamily(qk_norm="head", experts=True),
+    "llama": ModelFamily("llama", "Llama"),
+    "mistral": ModelFamily("mistral", "Mistral"),
+    "mixtral": ModelFamily("mixtral", "Mixtral", mlp=None, experts=True),
+    "qwen2": ModelFamily("qwen2", "Qwen2"),
+    "qwen3": ModelFamily("qwen3", "Qwen3", qk_norm="head"),
+    "qwen3_moe": ModelFamily("qwen3_moe", "Qwen3Moe", experts=True, qk_norm="head"),
     # GemmaMLP reads hidden_act; Gemma 2 and 3 read hidden_activation.
-    "gemma": ModelFamily(gemma=True, default_activation="gelu_pytorch_tanh"),
-    "gemma2": _GEMMA,
-    "gemma3": replace(_GEMMA, qk_norm="head"),
-    "phi3": ModelFamily(),
-    "granite": ModelFamily(),
-    "olmo2": ModelFamily(qk_norm="all_heads", float32_rotary=True),
+    "gemma": ModelFamily("gemma", "Gemma", norm="gemma", default_activation="gelu_pytorch_tanh"),
+    "gemma2": ModelFamily(
+        "gemma2",
+        "Gemma2",
+        norm="gemma",
+        activation_key="hidden_activation",
+        default_activation="gelu_pytorch_tanh",
+    ),
+    "gemma3": _GEMMA3,
+    # Gemma 3's text-only model_type: the same modeling module and classes.
+    "gemma3_text": _GEMMA3,
+    "phi3": ModelFamily("phi3", "Phi3", mlp="fused"),
+    "granite": ModelFamily("granite", "Granite"),
+    "olmo2": ModelFamily("olmo2", "Olmo2", norm="olmo2", qk_norm="all_heads", float32_rotary=True),
 }
-MODEL_FAMILIES["gemma3_text"] = MODEL_FAMILIES["gemma3"]
 
 # Hugging Face activation names (transformers.activations.ACT2CLS) whose modules the
 # integration maps to an act_and_mul kernel; others run Hugging Face's code.
@@ -144,14 +177,15 @@ def model_specs(config: dict, dtype: DType, tuned_for: str) -> list[KernelSpec]:
     elif family.qk_norm == "all_heads":
         kv_heads = text.get("num_key_value_heads") or heads
         norm_widths += [heads * head_dim, kv_heads * head_dim]
-    specs = [rmsnorm_spec(dtype, width, tuned_for, gemma=family.gemma) for width in norm_widths]
+    gemma = family.norm == "gemma"
+    specs = [rmsnorm_spec(dtype, width, tuned_for, gemma=gemma) for width in norm_widths]
 
     activation = HF_ACTIVATIONS.get(text.get(family.activation_key) or family.default_activation)
     if activation is not None:
         mlp_widths = []
         if family.experts:
             mlp_widths.append(_int(text, "moe_intermediate_size", "intermediate_size"))
-        if family.dense_mlp and (not family.experts or _has_dense_layers(text)):
+        if family.mlp is not None and (not family.experts or _has_dense_layers(text)):
             mlp_widths.append(_int(text, "intermediate_size"))
         specs += [act_and_mul_spec(activation, dtype, d, tuned_for) for d in mlp_widths]
 

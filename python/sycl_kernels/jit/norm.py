@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import math
 
-from .._dtypes import DType
+from .._dtypes import BY_NAME, DType
 from .spec import KernelSpec, Param, leading_row_params, row_group_size, vec_width
+from .variants import manifest_op
 
 # How a norm's weight is stored -> its C++ type (None: the activations' own type)
 # and the suffix it adds to the kernel name.
@@ -208,3 +209,37 @@ def qknorm_spec(
         ),
         group_size=threads,
     )
+
+
+# The manifest's norm tables (kernels/variants.toml): a dtype by its short name.
+
+
+@manifest_op("rmsnorm")
+def _rmsnorm_variant(dtype: str, hidden: int, tuned_for: str) -> KernelSpec:
+    return rmsnorm_spec(BY_NAME[dtype], hidden, tuned_for)
+
+
+@manifest_op("gemma_rmsnorm")
+def _gemma_rmsnorm_variant(dtype: str, hidden: int, tuned_for: str) -> KernelSpec:
+    return rmsnorm_spec(BY_NAME[dtype], hidden, tuned_for, gemma=True)
+
+
+@manifest_op("fused_add_rmsnorm")
+def _fused_add_rmsnorm_variant(
+    dtype: str, hidden: int, tuned_for: str, rounded_sum: bool = True
+) -> KernelSpec:
+    return fused_add_rmsnorm_spec(BY_NAME[dtype], hidden, tuned_for, rounded_sum=rounded_sum)
+
+
+@manifest_op("gemma_fused_add_rmsnorm")
+def _gemma_fused_add_rmsnorm_variant(
+    dtype: str, hidden: int, tuned_for: str, rounded_sum: bool = True
+) -> KernelSpec:
+    return fused_add_rmsnorm_spec(
+        BY_NAME[dtype], hidden, tuned_for, gemma=True, rounded_sum=rounded_sum
+    )
+
+
+@manifest_op("qknorm")
+def _qknorm_variant(dtype: str, head_dim: int, tuned_for: str, gemma: bool = False) -> KernelSpec:
+    return qknorm_spec(BY_NAME[dtype], head_dim, tuned_for, gemma)

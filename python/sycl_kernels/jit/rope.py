@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 
-from .._dtypes import DType
+from .._dtypes import BY_NAME, DType
 from .norm import norm_weight
 from .spec import KernelSpec, Param
+from .variants import manifest_op
 
 # gpu: work-items per head, one per rotated pair, at most this many: 64 pairs cover a
 # rotary width of 128 (the widest in common models) in one step; wider ones loop.
@@ -173,4 +174,57 @@ def qknorm_rope_spec(
             Param("eps", "float"),
         ),
         group_size=threads,
+    )
+
+
+# The manifest's rope tables (kernels/variants.toml): a dtype by its short name.
+
+
+@manifest_op("rope")
+def _rope_variant(
+    dtype: str,
+    head_dim: int,
+    rotary_dim: int,
+    style: str,
+    positions: str,
+    store_kv: bool,
+    tuned_for: str,
+    cache: str = "fp32",
+) -> KernelSpec:
+    """cache: "fp32", or "dtype" for a cos/sin cache in the rows' own dtype."""
+    return rope_spec(
+        BY_NAME[dtype],
+        head_dim,
+        rotary_dim,
+        style == "neox",
+        positions,
+        store_kv,
+        BY_NAME[dtype if cache == "dtype" else cache],
+        tuned_for,
+    )
+
+
+@manifest_op("qknorm_rope")
+def _qknorm_rope_variant(
+    dtype: str,
+    head_dim: int,
+    style: str,
+    positions: str,
+    store_kv: bool,
+    tuned_for: str,
+    cache: str = "fp32",
+    gemma: bool = False,
+    rotary_dim: int | None = None,
+) -> KernelSpec:
+    """As _rope_variant; gemma: the (1 + weight) norm; rotary_dim: head_dim unless given."""
+    return qknorm_rope_spec(
+        BY_NAME[dtype],
+        head_dim,
+        head_dim if rotary_dim is None else rotary_dim,
+        style == "neox",
+        positions,
+        store_kv,
+        BY_NAME[dtype if cache == "dtype" else cache],
+        tuned_for,
+        gemma,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import posixpath
@@ -12,29 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import _runtime
+from .._build_config import read_build_config
 from .spec import KernelSpec
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 KERNELS_DIR = PACKAGE_DIR / "kernels"
-BUILD_CONFIG_FILE = PACKAGE_DIR / "_build_config.json"
 
 # The format every image is produced in; part of the hash so a future native
 # format never collides with it.
 IMAGE_FORMAT = "spirv"
 
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
-
-
-@functools.cache
-def read_build_config(path: Path = BUILD_CONFIG_FILE) -> dict:
-    """The flag set CMake exported (cmake/DeviceFlags.cmake)."""
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RuntimeError(
-            f"sycl_kernels: {path} is missing; the package was not built by CMake "
-            "(install it with pip install .)"
-        ) from None
 
 
 _header_cache: dict[tuple[Path, int, int], str] = {}

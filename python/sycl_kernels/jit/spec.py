@@ -20,10 +20,12 @@ _MAX_CPU_GROUP_SIZE = 4096
 
 # Kernel parameter C types -> the letter the host module's launcher converts by.
 _SIGNATURE_LETTERS = {"int32_t": "i", "int64_t": "l", "float": "f", "double": "d"}
-# What a pointer parameter may point to: the dtype table's element types and plain
-# integers and floats (quantized and index tensors).
+# What a pointer parameter may point to: the dtype table's element types, plain
+# integers and floats (quantized and index tensors), and the norms' absent weight
+# (kernels/norm/rmsnorm.hpp: a null pointer never read).
 _POINTEES = (
     *(d.cpp_type for d in DTYPES),
+    "sycl_kernels::NoWeight",
     *(f"{s}int{bits}_t" for s in ("", "u") for bits in (8, 16, 32, 64)),
     "float",
     "double",
@@ -205,9 +207,17 @@ def read_specs(path: str | os.PathLike) -> list[KernelSpec]:
     return specs
 
 
+_ROW_DIMENSIONS = ("outer", "middle", "inner")
+
+
 def leading_row_params(tensor: str) -> tuple[Param, ...]:
     """The strides of a tensor's three leading dimensions (kernels/common/rows.hpp)."""
-    return tuple(Param(f"{tensor}_{dim}", "int64_t") for dim in ("outer", "middle", "inner"))
+    return tuple(Param(f"{tensor}_{dim}", "int64_t") for dim in _ROW_DIMENSIONS)
+
+
+def leading_row_values(tensor: str, strides: tuple[int, ...]) -> dict[str, int]:
+    """The values of leading_row_params(tensor), by name."""
+    return {f"{tensor}_{dim}": s for dim, s in zip(_ROW_DIMENSIONS, strides, strict=True)}
 
 
 # The device classes kernels are tuned for (kernels/common/vec.hpp); _runtime.tuning_of

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._dtypes import BY_NAME
-from .activation import ACTIVATIONS, act_and_mul_spec
-from .diffusion import timestep_embedding_spec
-from .norm import fused_add_rmsnorm_spec, qknorm_spec, rmsnorm_spec
-from .rope import qknorm_rope_spec, rope_spec
 from .spec import KernelSpec
 
 if sys.version_info >= (3, 11):
@@ -21,81 +18,49 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
+SpecFactory = Callable[..., KernelSpec]
 
-def _act_and_mul_spec(activation: str, dtype: str, dim: int, tuned_for: str) -> KernelSpec:
-    return act_and_mul_spec(activation, BY_NAME[dtype], dim, tuned_for)
+# Manifest op name -> spec factory taking the manifest's keys as arguments, filled by
+# the spec modules' @manifest_op (read it through spec_factories()).
+_FACTORIES: dict[str, SpecFactory] = {}
 
-
-def _rope_spec(
-    dtype: str,
-    head_dim: int,
-    rotary_dim: int,
-    style: str,
-    positions: str,
-    store_kv: bool,
-    tuned_for: str,
-    cache: str = "fp32",
-) -> KernelSpec:
-    """cache: "fp32", or "dtype" for a cos/sin cache in the rows' own dtype."""
-    return rope_spec(
-        BY_NAME[dtype],
-        head_dim,
-        rotary_dim,
-        style == "neox",
-        positions,
-        store_kv,
-        BY_NAME[dtype if cache == "dtype" else cache],
-        tuned_for,
-    )
+# A registration in a spec module's source: `@manifest_op(` or `manifest_op(` at the
+# start of a line.
+_REGISTERS = re.compile(r"^\s*@?manifest_op\(", re.MULTILINE)
 
 
-def _qknorm_rope_spec(
-    dtype: str,
-    head_dim: int,
-    style: str,
-    positions: str,
-    store_kv: bool,
-    tuned_for: str,
-    cache: str = "fp32",
-    gemma: bool = False,
-    rotary_dim: int | None = None,
-) -> KernelSpec:
-    """As _rope_spec; gemma: the (1 + weight) norm; rotary_dim: head_dim unless given."""
-    return qknorm_rope_spec(
-        BY_NAME[dtype],
-        head_dim,
-        head_dim if rotary_dim is None else rotary_dim,
-        style == "neox",
-        positions,
-        store_kv,
-        BY_NAME[dtype if cache == "dtype" else cache],
-        tuned_for,
-        gemma,
-    )
+def manifest_op(name: str) -> Callable[[SpecFactory], SpecFactory]:
+    """Registers the decorated spec factory as manifest op `name` ([name] tables in
+    kernels/variants.toml): it takes the table's keys as keyword arguments, plain TOML
+    values (a dtype by its short name), and returns the variant's KernelSpec."""
+
+    def register(factory: SpecFactory) -> SpecFactory:
+        known = _FACTORIES.setdefault(name, factory)
+        if known is not factory:
+            raise ValueError(f"manifest op {name!r} is registered twice")
+        return factory
+
+    return register
 
 
-# Op name in the manifest -> spec factory taking the manifest's keys as arguments.
-SPEC_FACTORIES: dict[str, Callable[..., KernelSpec]] = {
-    "rmsnorm": lambda dtype, hidden, tuned_for: rmsnorm_spec(BY_NAME[dtype], hidden, tuned_for),
-    "gemma_rmsnorm": lambda dtype, hidden, tuned_for: rmsnorm_spec(
-        BY_NAME[dtype], hidden, tuned_for, gemma=True
-    ),
-    "fused_add_rmsnorm": lambda dtype, hidden, tuned_for, rounded_sum=True: fused_add_rmsnorm_spec(
-        BY_NAME[dtype], hidden, tuned_for, rounded_sum=rounded_sum
-    ),
-    "gemma_fused_add_rmsnorm": lambda dtype, hidden, tuned_for, rounded_sum=True: (
-        fused_add_rmsnorm_spec(
-            BY_NAME[dtype], hidden, tuned_for, gemma=True, rounded_sum=rounded_sum
-        )
-    ),
-    "qknorm": lambda dtype, head_dim, tuned_for, gemma=False: qknorm_spec(
-        BY_NAME[dtype], head_dim, tuned_for, gemma
-    ),
-    "rope": _rope_spec,
-    "qknorm_rope": _qknorm_rope_spec,
-    **{f"{act}_and_mul": functools.partial(_act_and_mul_spec, act) for act in ACTIVATIONS},
-    "timestep_embedding": lambda dim: timestep_embedding_spec(dim),
-}
+def spec_factories() -> dict[str, SpecFactory]:
+    """Every manifest op's spec factory, by name."""
+    _import_spec_modules()
+    return dict(sorted(_FACTORIES.items()))
+
+
+@functools.cache
+def _import_spec_modules() -> None:
+    """Imports the spec modules, which register their factories: the modules of this
+    package whose source calls manifest_op, so that a new one (`python -m sycl_kernels
+    new-op`) joins without an edit here. Found by their source, not by importing every
+    module of the package: some need the runtime's Python dependencies (platformdirs),
+    which the wheel build (cmake/aot_build.py) runs without.
+    """
+    package = __name__.rpartition(".")[0]
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        if path.name != Path(__file__).name and _REGISTERS.search(path.read_text()):
+            importlib.import_module(f"{package}.{path.stem}")
 
 
 @dataclass(frozen=True)
@@ -106,10 +71,12 @@ class Variant:
 
 
 def spec_for(op: str, params: dict[str, object]) -> KernelSpec:
+    _import_spec_modules()
     try:
-        factory = SPEC_FACTORIES[op]
+        factory = _FACTORIES[op]
     except KeyError:
-        raise ValueError(f"unknown op {op!r}; known: {', '.join(SPEC_FACTORIES)}") from None
+        known = ", ".join(spec_factories())
+        raise ValueError(f"unknown op {op!r}; known: {known}") from None
     return factory(**params)
 
 

@@ -1,4 +1,9 @@
-"""sycl_kernels.ops: the public ops, one module per kernel family."""
+"""sycl_kernels.ops: the public ops, one module per kernel family.
+
+The imports below are written out, so readers and static tools follow each public
+name to its definition; `python -m sycl_kernels new-op` rewrites them from the
+modules' @op functions (sycl_kernels._new_op.write_exports).
+"""
 
 from .activation import act_and_mul, gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
 from .diffusion import timestep_embedding

@@ -1,9 +1,17 @@
-"""sycl_kernels.ops._launch: the one way an op launches its kernel."""
+"""sycl_kernels.ops._launch: the one way an op launches its kernel: arguments bound by name.
+
+An op's bind (ops/_op.py) returns ``bind_kernel(spec, like, groups, **values)``: every
+parameter of the spec by its name (jit/<family>.py), never by position, checked
+against the parameter's C type once per metadata: scalars by value (an int for an
+integer, a float for a float), pointers as an ``Address`` of one of the launch's
+arguments (by default the argument of the parameter's own name). The op then turns
+the binding into its launch, which reads only the addresses at each call.
+"""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -15,34 +23,133 @@ Launch = Callable[..., None]
 """An op's launch bound to one metadata (ops/_op.py): it takes the op's arguments,
 reads their addresses and launches."""
 
+_KINDS = {"p": "a pointer", "i": "int32_t", "l": "int64_t", "f": "float", "d": "double"}
 
-def bind_kernel(spec: KernelSpec, like: torch.Tensor, groups: int) -> Launch:
-    """A function running `spec`'s kernel as `groups` work-groups of the size it was
-    compiled for, on the queue of like's device, with the kernel's arguments.
 
-    CPU tensors have one queue, so the kernel is looked up here, once; an XPU's is
-    the current stream's, looked up at each launch. Pointer arguments are data_ptr()
-    addresses, taken unchecked: only the ops call this, after their checks (ops/_op.py
-    runs them on every entry point).
+@dataclass(frozen=True)
+class Address:
+    """A pointer parameter's value: the data of the launch's argument `argument`,
+    `offset` bytes in; a null pointer where that argument is None."""
+
+    argument: str
+    offset: int = 0
+
+
+def _kind_error(name: str, letter: str, value: object) -> str | None:
+    """Why `value` cannot be parameter `name` of signature letter `letter`, or None."""
+    if letter == "p":
+        ok = isinstance(value, Address)
+    elif letter in "il":
+        ok = type(value) is int
+    else:
+        ok = type(value) is float
+    if ok:
+        return None
+    given = f"{type(value).__name__} {value!r}"
+    return f"{name} is {_KINDS[letter]} but was given {given}"
+
+
+class KernelBinding:
+    """`spec`'s kernel, as `groups` work-groups on like's device, every parameter bound
+    by name; checked here, so an argument bound to the wrong parameter fails now, not
+    as wrong numbers."""
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        like: torch.Tensor,
+        groups: int,
+        values: dict[str, object],
+        prepare: Callable[..., tuple] | None = None,
+    ) -> None:
+        names = [p.name for p in spec.params]
+        unknown = sorted(set(values) - set(names))
+        missing = [p.name for p in spec.params if p.name not in values and p.letter != "p"]
+        bound = [values.get(p.name, Address(p.name)) for p in spec.params]
+        wrong = [
+            error
+            for p, value in zip(spec.params, bound, strict=True)
+            if (error := _kind_error(p.name, p.letter, value)) is not None
+        ]
+        if unknown or missing or wrong:
+            problems = [
+                *(f"{name} is no parameter of it" for name in unknown),
+                *(f"{name} is not given" for name in missing),
+                *wrong,
+            ]
+            raise TypeError(f"binding {spec.name}: {'; '.join(problems)}")
+        self.spec = spec
+        self.device = like.device
+        self.groups = groups
+        self.values = bound
+        self.prepare = prepare
+
+    def launcher(self, arguments: Sequence[str]) -> Launch:
+        """The launch for calls whose arguments are named `arguments`, in order."""
+        params = []
+        for p, value in zip(self.spec.params, self.values, strict=True):
+            if isinstance(value, Address):
+                if value.argument not in arguments:
+                    raise TypeError(
+                        f"binding {self.spec.name}: {p.name} reads {value.argument!r}, which "
+                        f"is not one of the launch's arguments ({', '.join(arguments)})"
+                    )
+                value = (arguments.index(value.argument), value.offset)
+            params.append(value)
+        global_size = self.groups * self.spec.group_size
+        if self.device.type == "cpu":
+            queue = _runtime.cpu_queue()
+            kernel = get_kernel(self.spec, queue)._bind(
+                queue, global_size, self.spec.group_size, params
+            )
+        else:
+            kernel = _XpuLaunch(self.spec, self.device, global_size, params)
+        return kernel if self.prepare is None else _Prepared(self.prepare, kernel)
+
+
+class _XpuLaunch:
+    """A binding on an XPU: the queue is the current stream's, looked up at each call."""
+
+    def __init__(self, spec: KernelSpec, device: torch.device, global_size: int, params: list):
+        self.spec, self.device, self.global_size, self.params = spec, device, global_size, params
+
+    def __call__(self, *args: object) -> None:
+        queue = _runtime.queue_for(self.device)
+        kernel = get_kernel(self.spec, queue)
+        kernel._bind(queue, self.global_size, self.spec.group_size, self.params)(*args)
+
+
+class _Prepared:
+    """A launch whose arguments pass through `prepare` first: checks that read data
+    (an index range on CPU tensors), or a conversion."""
+
+    def __init__(self, prepare: Callable[..., tuple], launch: Launch) -> None:
+        self.prepare, self.launch = prepare, launch
+
+    def __call__(self, *args: object) -> None:
+        self.launch(*self.prepare(*args))
+
+
+def bind_kernel(
+    spec: KernelSpec,
+    like: torch.Tensor,
+    groups: int,
+    *,
+    prepare: Callable[..., tuple] | None = None,
+    **values: object,
+) -> KernelBinding:
+    """`spec`'s kernel as `groups` work-groups of the size it was compiled for, on
+    like's device, with `values` by parameter name (module doc). `prepare(*args)`
+    runs at each call and returns the arguments the launch reads: for checks that
+    read data, or a conversion.
+
+    CPU tensors have one queue, so the kernel is looked up once, at binding; an XPU's
+    is the current stream's, looked up at each launch. Pointer arguments are taken
+    unchecked: only the ops bind kernels, after their checks (ops/_op.py runs them
+    on every entry point).
     """
-    global_size, local_size = groups * spec.group_size, spec.group_size
-    if like.is_cpu:
-        queue = _runtime.cpu_queue()
-        kernel = get_kernel(spec, queue)
-        return functools.partial(kernel._launch_addresses, queue, global_size, local_size)
-    device = like.device
-
-    def launch(*args: object) -> None:
-        queue = _runtime.queue_for(device)
-        get_kernel(spec, queue)._launch_addresses(queue, global_size, local_size, *args)
-
-    return launch
+    return KernelBinding(spec, like, groups, values, prepare)
 
 
 def skip(*args: object) -> None:
     """The launch of a call with nothing to compute (no rows)."""
-
-
-def address(t: torch.Tensor | None) -> int:
-    """An optional tensor argument's address: 0 for None (the kernel then never reads it)."""
-    return 0 if t is None else t.data_ptr()

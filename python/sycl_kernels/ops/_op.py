@@ -1,32 +1,40 @@
-"""sycl_kernels.ops._op: the one way an op is defined (define_op).
+"""sycl_kernels.ops._op: the one way an op is defined (the @op decorator, the Op class).
 
-An op is two functions:
+An op is written as one typed function, decorated:
 
-- ``check(*args) -> plan``: every argument check (types, dtypes, devices, shapes,
-  strides, overlap, scalar values), returning what the launch needs (the dtype
-  entry, row views). It reads metadata only, so it also runs on fake tensors with
-  symbolic shapes. Its annotated signature is the custom op's schema.
-- ``bind(plan, *args) -> launch``: the kernel spec and the loaded kernel, and
-  every launch argument that metadata fixes (strides, sizes, scalars), bound into
-  ``launch(*args)``, which reads the addresses (and runs the checks that need the
-  data: index ranges on CPU tensors) and launches. An op that returns a new
-  tensor gets it as launch's last argument, ``out``.
+    @op(bind=_bind_rmsnorm, new_output=_like_x, torch_form=_rmsnorm_form)
+    def rmsnorm(x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6,
+                out: torch.Tensor | None = None) -> Plan:
+        '''The public docstring.'''
+        ...every argument check; returns the plan...
 
-define_op registers ``sycl_kernels::<name>`` (and ``<name>_out`` for an op whose
-check ends with an ``out`` parameter) with a real implementation that runs both
-and a fake one that runs ``check`` on metadata, so every entry point checks before
+Its signature is the op's: the public function's, and (keyword-only parameters made
+positional, ``out`` last) the custom op's schema. Its body is ``check``: every
+argument check (types, dtypes, devices, shapes, strides, overlap, scalar values),
+returning what the launch needs. It reads metadata only, so it also runs on fake
+tensors with symbolic shapes.
+
+``bind(plan, *args) -> launch`` looks up the kernel spec and the loaded kernel and
+binds every launch argument that metadata fixes, by the spec's parameter names
+(ops/_launch.py); ``launch(*args)`` reads the addresses and launches. An op that
+returns a new tensor gets it as launch's last argument, ``out``.
+
+The decorator returns an Op, which registers ``sycl_kernels::<name>`` (and
+``<name>_out`` for an op with an ``out`` parameter) with a real implementation that
+runs both and a fake one that runs ``check``, so every entry point checks before
 anything launches: the public function, ``torch.ops.sycl_kernels.*``, a
-``torch.compile``d graph (at trace time) and opcheck. It returns the dispatcher
-the public function forwards to: in eager mode without autograd it runs ``check``
-and the launch itself, skipping the dispatcher's per-call cost; while compiling,
-or when an input requires grad with grad mode on, it calls the custom op. Both
-real paths keep each bound launch by what the check reads (_metadata_key): a
-repeated call skips the checks and the binding, a changed one is checked.
+``torch.compile``d graph (at trace time) and opcheck. Calling the Op is the eager
+fast path: without autograd it runs ``check`` and the launch itself, skipping the
+dispatcher's per-call cost; while compiling, or when an input requires grad with
+grad mode on, it calls the custom op. Both real paths keep each bound launch by
+what the check reads (_metadata_key): a repeated call skips the checks and the
+binding, a changed one is checked.
 
-Autograd: an op given a ``torch_form`` (its formula in torch ops, float32 math)
-gets the gradient of that formula; any other op raises a RuntimeError when called
-on a tensor that requires grad with grad mode on, never a silently missing or
-wrong gradient. ``out=`` variants and in-place ops are of the second kind.
+Autograd, as torch's own ops: every op runs forward under grad mode. An op given a
+``torch_form`` (its formula in torch ops, float32 math) gets the gradient of that
+formula; any other (in-place ops, ``out=``) marks what it wrote as coming from a node
+whose backward raises a RuntimeError naming the op, never a silently missing or
+wrong gradient.
 """
 
 from __future__ import annotations
@@ -37,50 +45,14 @@ from typing import Any
 
 import torch
 
-from ._launch import Launch
+from ._launch import KernelBinding, Launch
 
 OP_NAMESPACE = "sycl_kernels"
-
-
-def _signature(
-    check: Callable[..., Any], drop: str | None, returns: object, required: str | None
-) -> inspect.Signature:
-    """check's signature as a custom op's: without `drop`, `required` made a plain Tensor
-    (and then no parameter keeps a default: none may precede it), annotations evaluated
-    (the schema is inferred from them)."""
-    annotations = inspect.get_annotations(check, eval_str=True)
-    params = []
-    for p in inspect.signature(check).parameters.values():
-        if p.name == drop:
-            continue
-        p = p.replace(annotation=annotations[p.name])
-        if required is not None:
-            p = p.replace(default=inspect.Parameter.empty)
-        if p.name == required:
-            p = p.replace(annotation=torch.Tensor)
-        params.append(p)
-    return inspect.Signature(params, return_annotation=returns)
-
-
-def _custom_op(
-    name: str,
-    body: Callable[..., Any],
-    signature: inspect.Signature,
-    mutates: Sequence[str],
-    fake: Callable[..., Any],
-) -> Any:
-    body.__signature__ = signature
-    body.__name__ = body.__qualname__ = name
-    op = torch.library.custom_op(f"{OP_NAMESPACE}::{name}", mutates_args=tuple(mutates))(body)
-    op.register_fake(fake)
-    if mutates:
-        _bump_versions(op, mutates)
-    return op
-
+_EMPTY = inspect.Parameter.empty
 
 # Holds the kernels registered here over torch.library's: the Autograd kernels of the
-# ops that refuse gradients, the mutating ops' ADInplaceOrView kernels (a
-# registration lives as long as its Library).
+# ops without a formula, the mutating ops' ADInplaceOrView kernels (a registration
+# lives as long as its Library).
 _KERNELS = torch.library.Library(OP_NAMESPACE, "IMPL")
 
 # Whether this torch lets a registered kernel be replaced (and names the keys past
@@ -90,100 +62,38 @@ _CAN_REPLACE_KERNELS = (
     and "allow_override" in inspect.signature(torch.library.Library.impl).parameters
 )
 
-
-def _bump_versions(op: Any, mutates: Sequence[str]) -> None:
-    """Gives a mutating op an ADInplaceOrView kernel that knows where its mutated
-    arguments are.
-
-    Like torch.library's own, it bumps their version counters (so autograd refuses
-    a tensor saved for backward and changed since) and passes the call on; torch's
-    first completes every argument with its default to find them, about 5 us of a
-    call through the dispatcher (torch.ops, compiled graphs), inference mode too.
-    """
-    if not _CAN_REPLACE_KERNELS:
-        return
-    overload = op._opoverload
-    arguments = [a.name for a in overload._schema.arguments]
-    mutated = [(arguments.index(name), name) for name in mutates]
-    after = torch._C._after_ADInplaceOrView_keyset
-    bump = torch.autograd.graph.increment_version
-
-    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        for position, name in mutated:
-            # Left out by the dispatcher when it equals its default (None).
-            t = args[position] if position < len(args) else kwargs.get(name)
-            if t is not None:
-                bump(t)
-        return overload.redispatch(keyset & after, *args, **kwargs)
-
-    _KERNELS.impl(op._name, kernel, "ADInplaceOrView", with_keyset=True, allow_override=True)
-
-
-def _refuse_gradient(op: Any, op_name: str, tensor_names: Sequence[str], why: str) -> None:
-    """Makes `op` raise when called on a tensor that requires grad with grad mode on.
-
-    torch.library lets only functional ops register a formula, and a mutating op
-    without one runs silently with a wrong gradient; so this is the op's Autograd
-    kernel itself, which sees grad mode and otherwise passes the call on.
-    """
-    overload = op._opoverload
-    arguments = [a.name for a in overload._schema.arguments]
-    positions = [i for i, name in enumerate(arguments) if name in tensor_names]
-
-    def autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if torch.is_grad_enabled():
-            needing = [
-                arguments[i]
-                for i in positions
-                if i < len(args) and getattr(args[i], "requires_grad", False)
-            ]
-            needing += [n for n, a in kwargs.items() if getattr(a, "requires_grad", False)]
-            if needing:
-                verb = "requires" if len(needing) == 1 else "require"
-                raise RuntimeError(
-                    f"{op_name}(): {', '.join(needing)} {verb} grad, but {op_name} has no "
-                    f"gradient ({why}); call it under torch.no_grad() or "
-                    "torch.inference_mode(), or pass tensors that do not require grad"
-                )
-        with torch._C._AutoDispatchBelowAutograd():
-            return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
-
-    _KERNELS.impl(op._name, autograd_kernel, "Autograd", with_keyset=True)
-
-
-def _register_gradient(
-    op: Any,
-    torch_form: Callable[..., torch.Tensor],
-    tensor_positions: Sequence[int],
-    full: Callable[[tuple, dict], tuple],
-) -> None:
-    """Gives `op` the gradient of `torch_form`, its formula in torch ops."""
-
-    def setup_context(ctx, inputs, output) -> None:
-        ctx.given = len(inputs)
-        inputs = full(tuple(inputs), {})
-        ctx.scalars = [None if i in tensor_positions else a for i, a in enumerate(inputs)]
-        ctx.save_for_backward(*(inputs[i] for i in tensor_positions))
-
-    def backward(ctx, grad: torch.Tensor) -> tuple:
-        inputs = list(ctx.scalars)
-        wanted = [i for i in tensor_positions if ctx.needs_input_grad[i]]
-        with torch.enable_grad():
-            for i, t in zip(tensor_positions, ctx.saved_tensors, strict=True):
-                inputs[i] = None if t is None else t.detach().requires_grad_(i in wanted)
-            result = torch_form(*inputs)
-            grads = torch.autograd.grad(result, [inputs[i] for i in wanted], grad)
-        out: list[torch.Tensor | None] = [None] * len(inputs)
-        for i, g in zip(wanted, grads, strict=True):
-            out[i] = g.to(inputs[i].dtype)
-        return tuple(out[: ctx.given])
-
-    op.register_autograd(backward, setup_context=setup_context)
-
+# The dispatch keys of the devices the ops run on (CPU tensors, XPU tensors).
+_DEVICE_KEYS = ("CPU", "XPU")
 
 # Bound launches, per op, by what the checks read (_metadata_key); cleared when
 # full, as a server's varying token counts would grow it without bound.
 _LAUNCH_CACHE_SIZE = 4096
+
+
+def op(
+    *,
+    bind: Callable[..., Launch],
+    mutates: Sequence[str] = (),
+    new_output: Callable[..., torch.Tensor] | None = None,
+    torch_form: Callable[..., Any] | None = None,
+    without_gradient: Sequence[str] = (),
+) -> Callable[[Callable[..., Any]], Op]:
+    """Defines an op from its check (the decorated function); see the module doc.
+
+    mutates: the arguments the op writes in place (it then returns None).
+    new_output(*args): allocates the op's result (fake tensors included), args in
+    schema order without ``out``; the op returns it, and launch gets it last.
+    torch_form(*args): the op's formula in torch ops, for its gradient: the result,
+    or for an in-place op the new value of each of `mutates` but `without_gradient`
+    (a tuple, None where the argument is None).
+    without_gradient: written arguments the formula does not give (a KV cache): a
+    call that writes one has no gradient.
+    """
+
+    def define(check: Callable[..., Any]) -> Op:
+        return Op(check, bind, mutates, new_output, torch_form, without_gradient)
+
+    return define
 
 
 def _metadata_key(args: tuple) -> tuple | None:
@@ -209,178 +119,523 @@ def _metadata_key(args: tuple) -> tuple | None:
         return None
 
 
-def define_op(
-    name: str,
-    check: Callable[..., Any],
-    bind: Callable[..., Launch],
-    *,
-    mutates: Sequence[str] = (),
-    new_output: Callable[..., torch.Tensor] | None = None,
-    torch_form: Callable[..., torch.Tensor] | None = None,
-) -> Callable[..., Any]:
-    """Registers sycl_kernels::<name> from `check` and `bind`; returns the dispatcher.
+class _Body:
+    """A custom op's implementation: `call` under the schema `signature` (torch.library
+    infers the schema from it)."""
 
-    mutates: the arguments the op writes in place (it then returns None).
-    new_output(*args): allocates the op's result (fake tensors included); the op
-    then returns it, and launch gets it as its last argument. If check's last
-    parameter is ``out``, sycl_kernels::<name>_out is registered too, writing there.
-    torch_form(*args): the op's formula in torch ops, for its gradient.
-    """
-    signature = inspect.signature(check)
-    params = list(signature.parameters)
-    has_out = params[-1] == "out"
-    tensor_positions = [
-        i for i, p in enumerate(params) if p != "out" and "Tensor" in str(signature.parameters[p])
-    ]
-    tensor_names = [params[i] for i in tensor_positions]
-    mutated_positions = [params.index(name) for name in mutates]
-    bump_version = torch.autograd.graph.increment_version
-    functional = None
-    writing = None
+    def __init__(self, name: str, signature: inspect.Signature, call: Callable[..., Any]):
+        self.__name__ = self.__qualname__ = name
+        self.__signature__ = signature
+        # Where infer_schema evaluates string annotations; the signature's are objects.
+        self.__globals__ = globals()
+        self._call = call
 
-    op_signature = _signature(check, "out" if has_out else None, None, None)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
 
-    defaults = tuple(p.default for p in op_signature.parameters.values())
 
-    def full(args: tuple, kwargs: dict) -> tuple:
-        """The dispatcher leaves out trailing arguments equal to their defaults: put them
-        back (without inspect's bind, which costs about 5 us a call)."""
+class Op:
+    """An op: callable as its public function, registered as custom ops (module doc)."""
+
+    def __init__(
+        self,
+        check: Callable[..., Any],
+        bind: Callable[..., Launch],
+        mutates: Sequence[str],
+        new_output: Callable[..., torch.Tensor] | None,
+        torch_form: Callable[..., Any] | None,
+        without_gradient: Sequence[str] = (),
+    ) -> None:
+        self.name = check.__name__
+        self.check = check
+        self.bind = bind
+        self.mutates = tuple(mutates)
+        self.torch_form = torch_form
+        self.new_output = new_output
+        annotations = inspect.get_annotations(check, eval_str=True)
+        public = inspect.signature(check)
+        params = [p.replace(annotation=annotations[p.name]) for p in public.parameters.values()]
+        self.has_out = "out" in public.parameters
+        # The schema: keyword-only parameters made positional, out last.
+        schema = [
+            p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for p in sorted(params, key=lambda p: p.name == "out")
+        ]
+        self._order = tuple(p.name for p in schema)
+        returns = None if new_output is None else torch.Tensor
+        self._defaults = tuple(p.default for p in schema)
+        self._index = {name: i for i, name in enumerate(self._order)}
+        self._positional = tuple(
+            self._order.index(p.name)
+            for p in params
+            if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        )
+        # How many leading schema arguments check takes by position.
+        self._by_position = next(
+            (i for i, p in enumerate(self._positional) if p != i), len(self._positional)
+        )
+        # Tails of defaults for the common call: leading schema arguments positionally.
+        self._tails = {
+            n: self._defaults[n:]
+            for n in range(len(self._order) + 1)
+            if self._positional[:n] == tuple(range(n))
+            and all(d is not _EMPTY for d in self._defaults[n:])
+        }
+        self.tensor_positions = [
+            i for i, p in enumerate(schema) if p.name != "out" and "Tensor" in str(p.annotation)
+        ]
+        self._mutated_positions = [self._order.index(name) for name in self.mutates]
+        # The written arguments an in-place formula gives, and those it does not.
+        self.formula_positions = [
+            self._order.index(n) for n in self.mutates if n not in without_gradient
+        ]
+        self.formula_free_positions = [self._order.index(n) for n in without_gradient]
+        # A launch's arguments: the schema's, and a new output last.
+        self.launch_names = self._order + (("out",) if new_output and not self.has_out else ())
+        self._launches: dict[tuple, Launch] = {}
+
+        # The public face: check's signature and docstring, returning what the op does.
+        self.__name__ = self.__qualname__ = self.name
+        self.__module__ = check.__module__
+        self.__doc__ = check.__doc__
+        self.__signature__ = public.replace(
+            parameters=params,
+            return_annotation=torch.Tensor if self.has_out or new_output else None,
+        )
+
+        op_schema = inspect.Signature(
+            [p for p in schema if p.name != "out"], return_annotation=returns
+        )
+        self.functional = self.writing = None
+        tensor_names = [self._order[i] for i in self.tensor_positions]
+        if new_output is not None:
+            self.functional = self._register(
+                self.name, op_schema, self._functional_body, self._functional_fake, ()
+            )
+            if torch_form is not None:
+                _register_gradient(self, torch_form)
+            else:
+                _no_gradient(self.functional, self.name, tensor_names, (), "no gradient formula")
+        if self.has_out:
+            out_schema = inspect.Signature(
+                [
+                    p.replace(
+                        default=_EMPTY, annotation=torch.Tensor if p.name == "out" else p.annotation
+                    )
+                    for p in schema
+                ],
+                return_annotation=None,
+            )
+            self.writing = self._register(
+                f"{self.name}_out", out_schema, self._out_body, self._out_fake, ("out",)
+            )
+            _no_gradient(self.writing, self.name, tensor_names, ("out",), "it writes into out=")
+        elif new_output is None:
+            self.writing = self._register(
+                self.name, op_schema, self._writing_body, self._writing_fake, self.mutates
+            )
+            if torch_form is not None:
+                _in_place_gradient(self)
+            else:
+                _no_gradient(
+                    self.writing, self.name, tensor_names, self.mutates, "it writes in place"
+                )
+
+    def _register(
+        self,
+        name: str,
+        schema: inspect.Signature,
+        body: Callable[..., Any],
+        fake: Callable[..., Any],
+        mutates: Sequence[str],
+    ) -> Any:
+        custom = torch.library.custom_op(f"{OP_NAMESPACE}::{name}", mutates_args=tuple(mutates))(
+            _Body(name, schema, body)
+        )
+        custom.register_fake(fake)
+        # The real implementation straight at the devices' keys: custom_op's own
+        # wrapper (a dynamo guard and an aliasing check, about 5 us a call through the
+        # dispatcher) then serves only where no device key applies.
+        for key in _DEVICE_KEYS:
+            _KERNELS.impl(custom._name, body, key)
+        if mutates:
+            _bump_versions(custom, mutates)
+        return custom
+
+    # Arguments, in schema order.
+
+    def arguments(self, args: tuple, kwargs: dict) -> tuple:
+        """A public call's arguments in schema order, defaults filled in, as Python
+        binds them (inspect's bind costs about 5 us a call)."""
         if not kwargs:
-            if len(args) == len(defaults):
-                return args
-            tail = defaults[len(args) :]
-            if inspect.Parameter.empty not in tail:
+            tail = self._tails.get(len(args))
+            if tail is not None:
                 return args + tail
-        bound = op_signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return tuple(bound.arguments.values())
+        if len(args) > len(self._positional):
+            raise TypeError(
+                f"{self.name}() takes {len(self._positional)} positional arguments "
+                f"but {len(args)} were given"
+            )
+        values = list(self._defaults)
+        for index, value in zip(self._positional, args, strict=False):
+            values[index] = value
+        for key, value in kwargs.items():
+            index = self._index.get(key)
+            if index is None:
+                raise TypeError(f"{self.name}() got an unexpected keyword argument {key!r}")
+            if index in self._positional[: len(args)]:
+                raise TypeError(f"{self.name}() got multiple values for argument {key!r}")
+            values[index] = value
+        missing = [n for n, v in zip(self._order, values, strict=True) if v is _EMPTY]
+        if missing:
+            raise TypeError(f"{self.name}() missing required arguments: {', '.join(missing)}")
+        return tuple(values)
 
-    def checked_launch(args: tuple) -> Launch:
-        return bind(check(*args), *args)
+    def _full(self, args: tuple, kwargs: dict) -> tuple:
+        """The dispatcher's call of a schema without out: trailing arguments equal to
+        their defaults left out, put back."""
+        if not kwargs:
+            tail = self._defaults[len(args) : len(self._order) - self.has_out]
+            if all(d is not _EMPTY for d in tail):
+                return args + tail
+        names = self._order[: len(self._order) - self.has_out]
+        values = dict(zip(names, args, strict=False)) | kwargs
+        return tuple(values.get(n, d) for n, d in zip(names, self._defaults, strict=False))
 
-    launches: dict[tuple, Launch] = {}
+    # Launches.
 
-    def bound_launch(args: tuple) -> Launch:
-        """bind(check(*args), *args), kept by _metadata_key: the checks and the
-        binding cost 3-5 us a call, a third of a small op's; the key about 1.3 us.
-        Arguments that cannot be a key (a list, a symbolic size) are checked and
-        bound every time."""
+    def checked(self, args: tuple) -> Any:
+        """check's plan for arguments in schema order (check may take some by keyword)."""
+        if self._by_position == len(args):
+            return self.check(*args)
+        names = self._order[self._by_position :]
+        return self.check(
+            *args[: self._by_position], **dict(zip(names, args[self._by_position :], strict=False))
+        )
+
+    def _checked_launch(self, args: tuple) -> Launch:
+        bound = self.bind(self.checked(args), *args)
+        if isinstance(bound, KernelBinding):
+            return bound.launcher(self.launch_names)
+        return bound
+
+    def bound_launch(self, args: tuple) -> Launch:
+        """bind(check(*args), *args), kept by _metadata_key: the checks and the binding
+        cost 3-5 us a call, a third of a small op's; the key about 1.3 us. Arguments
+        that cannot be a key (a list, a symbolic size) are checked and bound every time."""
         key = _metadata_key(args)
         if key is None:
-            return checked_launch(args)
+            return self._checked_launch(args)
         try:
-            return launches[key]
+            return self._launches[key]
         except KeyError:
             pass
         except TypeError:  # unhashable
-            return checked_launch(args)
-        launch = checked_launch(args)  # raises for bad arguments: only good ones are kept
-        if len(launches) >= _LAUNCH_CACHE_SIZE:
-            launches.clear()
-        launches[key] = launch
+            return self._checked_launch(args)
+        launch = self._checked_launch(args)  # raises for bad arguments: only good ones are kept
+        if len(self._launches) >= _LAUNCH_CACHE_SIZE:
+            self._launches.clear()
+        self._launches[key] = launch
         return launch
 
-    if new_output is not None:
+    # The custom ops' implementations.
 
-        def functional_body(*args: Any, **kwargs: Any) -> torch.Tensor:
-            args = full(args, kwargs)
-            launch = bound_launch(args)
-            out = new_output(*args)
-            launch(*args, out)
-            return out
+    def _functional_body(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        args = self._full(args, kwargs)
+        launch = self.bound_launch(args)
+        out = self.new_output(*args)
+        launch(*args, out)
+        return out
 
-        def functional_fake(*args: Any, **kwargs: Any) -> torch.Tensor:
-            args = full(args, kwargs)
-            check(*args)
-            return new_output(*args)
+    def _functional_fake(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        args = self._full(args, kwargs)
+        self.checked(args)
+        return self.new_output(*args)
 
-        functional = _custom_op(
-            name,
-            functional_body,
-            op_signature.replace(return_annotation=torch.Tensor),
-            (),
-            functional_fake,
-        )
-        if torch_form is not None:
-            _register_gradient(functional, torch_form, tensor_positions, full)
-        else:
-            _refuse_gradient(functional, name, tensor_names, "no gradient formula")
+    def _out_args(self, args: tuple, kwargs: dict) -> tuple:
+        """Every parameter of <name>_out is required: the dispatcher passes them all."""
+        if kwargs:
+            args = (*args, *(kwargs[n] for n in self._order[len(args) :]))
+        return args
 
-    if has_out:
-        out_signature = _signature(check, None, None, "out")
+    def _out_body(self, *args: Any, **kwargs: Any) -> None:
+        args = self._out_args(args, kwargs)
+        self.bound_launch(args)(*args)
 
-        out_arity = len(out_signature.parameters)
+    def _out_fake(self, *args: Any, **kwargs: Any) -> None:
+        self.checked(self._out_args(args, kwargs))
 
-        def out_args(args: tuple, kwargs: dict) -> tuple:
-            """Every parameter is required: the dispatcher passes them all."""
-            if not kwargs and len(args) == out_arity:
-                return args
-            return out_signature.bind(*args, **kwargs).args
+    def _writing_body(self, *args: Any, **kwargs: Any) -> None:
+        args = self._full(args, kwargs)
+        self.bound_launch(args)(*args)
 
-        def out_body(*args: Any, **kwargs: Any) -> None:
-            args = out_args(args, kwargs)
-            bound_launch(args)(*args)
+    def _writing_fake(self, *args: Any, **kwargs: Any) -> None:
+        self.checked(self._full(args, kwargs))
 
-        def out_fake(*args: Any, **kwargs: Any) -> None:
-            check(*out_args(args, kwargs))
+    # The public function.
 
-        writing = _custom_op(f"{name}_out", out_body, out_signature, ("out",), out_fake)
-        _refuse_gradient(writing, name, [*tensor_names, "out"], "it writes into out=")
-    elif new_output is None:
-
-        def writing_body(*args: Any, **kwargs: Any) -> None:
-            args = full(args, kwargs)
-            bound_launch(args)(*args)
-
-        def writing_fake(*args: Any, **kwargs: Any) -> None:
-            check(*full(args, kwargs))
-
-        writing = _custom_op(name, writing_body, op_signature, mutates, writing_fake)
-        _refuse_gradient(writing, name, tensor_names, "it writes in place")
-
-    def through_the_op(args: tuple) -> Any:
-        if has_out and args[-1] is not None:
-            writing(*args)
+    def _through_the_op(self, args: tuple) -> Any:
+        if self.has_out and args[-1] is not None:
+            self.writing(*args)
             return args[-1]
-        if functional is not None:
-            return functional(*(args[:-1] if has_out else args))
-        return writing(*args)
+        if self.functional is not None:
+            return self.functional(*(args[:-1] if self.has_out else args))
+        return self.writing(*args)
 
-    def run(*args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = self.arguments(args, kwargs)
         # Inline, not a helper or any(<generator>): this runs on every eager call.
         if torch.is_grad_enabled():
-            for i in tensor_positions:
+            for i in self.tensor_positions:
                 if getattr(args[i], "requires_grad", False):
-                    return through_the_op(args)
+                    return self._through_the_op(args)
         if torch.compiler.is_compiling():
-            return through_the_op(args)
-        launch = bound_launch(args)
+            return self._through_the_op(args)
+        launch = self.bound_launch(args)
         # Written tensors get their version bumped, as torch's in-place ops do (and the
         # dispatcher's path does): autograd then refuses one it saved and we changed.
-        if new_output is None:
+        if self.new_output is None:
             launch(*args)
-            for i in mutated_positions:
+            for i in self._mutated_positions:
                 if args[i] is not None:
-                    bump_version(args[i])
+                    torch.autograd.graph.increment_version(args[i])
             return None
-        if not has_out:
-            out = new_output(*args)
+        if not self.has_out:
+            out = self.new_output(*args)
             launch(*args, out)
             return out
         out = args[-1]
         if out is None:
             inputs = args[:-1]
-            out = new_output(*inputs)
+            out = self.new_output(*inputs)
             launch(*inputs, out)
             return out
         launch(*args)
-        bump_version(out)
+        torch.autograd.graph.increment_version(out)
         return out
 
-    run.__name__ = run.__qualname__ = name
-    # The parts of a call, for the bench's breakdown: the checks, the binding, and
-    # what a repeated call takes instead of both.
-    run.check = check
-    run.bind = bind
-    run.bound_launch = bound_launch
-    return run
+    def __repr__(self) -> str:
+        return f"<sycl_kernels op {self.name}{self.__signature__}>"
+
+
+def _bump_versions(custom: Any, mutates: Sequence[str]) -> None:
+    """Gives a mutating op an ADInplaceOrView kernel that knows where its mutated
+    arguments are.
+
+    Like torch.library's own, it bumps their version counters (so autograd refuses
+    a tensor saved for backward and changed since) and passes the call on; torch's
+    first completes every argument with its default to find them, about 5 us of a
+    call through the dispatcher (torch.ops, compiled graphs), inference mode too.
+    """
+    if not _CAN_REPLACE_KERNELS:
+        return
+    overload = custom._opoverload
+    arguments = [a.name for a in overload._schema.arguments]
+    mutated = [(arguments.index(name), name) for name in mutates]
+    after = torch._C._after_ADInplaceOrView_keyset
+    bump = torch.autograd.graph.increment_version
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        for position, name in mutated:
+            # Left out by the dispatcher when it equals its default (None).
+            t = args[position] if position < len(args) else kwargs.get(name)
+            if t is not None:
+                bump(t)
+        return overload.redispatch(keyset & after, *args, **kwargs)
+
+    _KERNELS.impl(custom._name, kernel, "ADInplaceOrView", with_keyset=True, allow_override=True)
+
+
+class _Ungradable(torch.autograd.Function):
+    """Runs an op without a gradient under autograd: what it wrote (or returned) comes
+    from this node, whose backward raises naming the op. One node per written tensor:
+    autograd lets a function that writes a view in place return that tensor only."""
+
+    @staticmethod
+    def forward(ctx, why: str, run: Callable[[], Any], written: torch.Tensor | None, *inputs):
+        ctx.why = why
+        result = run()
+        if written is None:
+            return result
+        ctx.mark_dirty(written)
+        return written
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor) -> tuple:
+        raise RuntimeError(ctx.why)
+
+
+def _nothing() -> None:
+    """The run of the nodes after the first of a call that wrote several tensors."""
+
+
+def _no_gradient(
+    custom: Any, op_name: str, tensor_names: Sequence[str], written: Sequence[str], why: str
+) -> None:
+    """Gives `custom` an Autograd kernel for an op without a formula: called on a tensor
+    that requires grad with grad mode on, it runs, and what it wrote (or returned)
+    raises at backward.
+
+    torch.library lets only functional ops register a formula, and a mutating op
+    without one runs silently with a wrong gradient; so this is the op's Autograd
+    kernel itself, which sees grad mode and otherwise passes the call on.
+    """
+    kernel = _no_gradient_kernel(custom._opoverload, op_name, tensor_names, written, why)
+    _KERNELS.impl(custom._name, kernel, "Autograd", with_keyset=True)
+
+
+def _no_gradient_kernel(
+    overload: Any, op_name: str, tensor_names: Sequence[str], written: Sequence[str], why: str
+) -> Callable[..., Any]:
+    """_no_gradient's Autograd kernel for the custom op `overload`."""
+    arguments = [a.name for a in overload._schema.arguments]
+    positions = [i for i, name in enumerate(arguments) if name in (*tensor_names, *written)]
+    written_positions = [arguments.index(name) for name in written]
+
+    def autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        def run() -> Any:
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload.redispatch(
+                    keyset & torch._C._after_autograd_keyset, *args, **kwargs
+                )
+
+        if not torch.is_grad_enabled():
+            return run()
+        values = list(args) + [kwargs.get(n) for n in arguments[len(args) :]]
+        needing = [arguments[i] for i in positions if getattr(values[i], "requires_grad", False)]
+        if not needing:
+            return run()
+        verb = "requires" if len(needing) == 1 else "require"
+        message = (
+            f"{op_name}(): backward reached {op_name}, which has no gradient ({why}); "
+            f"{', '.join(needing)} {verb} grad. Call it under torch.no_grad() or "
+            "torch.inference_mode(), or detach its inputs"
+        )
+        inputs = [v for v in values if isinstance(v, torch.Tensor)]
+        if overload._schema.returns:
+            return _Ungradable.apply(message, run, None, *inputs)
+        for i in written_positions:
+            if isinstance(values[i], torch.Tensor):
+                _Ungradable.apply(message, run, values[i], *inputs)
+                run = _nothing
+        run()  # when it wrote no tensor (every written argument None)
+        return None
+
+    return autograd_kernel
+
+
+def _register_gradient(op: Op, torch_form: Callable[..., torch.Tensor]) -> None:
+    """Gives `op` the gradient of `torch_form`, its formula in torch ops."""
+    tensor_positions = op.tensor_positions
+
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.given = len(inputs)
+        inputs = op._full(tuple(inputs), {})
+        ctx.scalars = [None if i in tensor_positions else a for i, a in enumerate(inputs)]
+        ctx.save_for_backward(*(inputs[i] for i in tensor_positions))
+
+    def backward(ctx, grad: torch.Tensor) -> tuple:
+        inputs = list(ctx.scalars)
+        wanted = [i for i in tensor_positions if ctx.needs_input_grad[i]]
+        with torch.enable_grad():
+            for i, t in zip(tensor_positions, ctx.saved_tensors, strict=True):
+                inputs[i] = None if t is None else t.detach().requires_grad_(i in wanted)
+            result = torch_form(*inputs)
+            grads = torch.autograd.grad(result, [inputs[i] for i in wanted], grad)
+        out: list[torch.Tensor | None] = [None] * len(inputs)
+        for i, g in zip(wanted, grads, strict=True):
+            out[i] = g.to(inputs[i].dtype)
+        return tuple(out[: ctx.given])
+
+    op.functional.register_autograd(backward, setup_context=setup_context)
+
+
+class _InPlaceFormula(torch.autograd.Function):
+    """An in-place op with a formula, under autograd: the kernel writes into fresh
+    copies of what the op would write, whose gradient is the formula's; the caller
+    copies them into place, so autograd follows the write as it follows torch's own
+    in-place ops (into views too, which a function writing in place could not return
+    more than one of)."""
+
+    @staticmethod
+    def forward(ctx, op: Op, args: tuple, *tensors: torch.Tensor) -> tuple:
+        copies = list(args)
+        for i in op.formula_positions:
+            if args[i] is not None:
+                copies[i] = args[i].clone(memory_format=torch.contiguous_format)
+        copies = tuple(copies)
+        op.bound_launch(copies)(*copies)
+        ctx.op = op
+        ctx.tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        ctx.others = [None if isinstance(a, torch.Tensor) else a for a in args]
+        # The written tensors' values before the call: the caller then writes them.
+        ctx.written_before = {
+            i: args[i].detach().clone() for i in op.formula_positions if args[i] is not None
+        }
+        ctx.save_for_backward(
+            *(None if i in ctx.written_before else args[i] for i in ctx.tensor_positions)
+        )
+        return tuple(copies[i] for i in op.formula_positions if args[i] is not None)
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor) -> tuple:
+        inputs = list(ctx.others)
+        wanted = []
+        saved = [
+            ctx.written_before.get(i, t)
+            for i, t in zip(ctx.tensor_positions, ctx.saved_tensors, strict=True)
+        ]
+        with torch.enable_grad():
+            for i, t, need in zip(
+                ctx.tensor_positions, saved, ctx.needs_input_grad[2:], strict=True
+            ):
+                inputs[i] = t.detach().requires_grad_(need)
+                if need:
+                    wanted.append(inputs[i])
+            results = [r for r in ctx.op.torch_form(*inputs) if r is not None]
+            got = torch.autograd.grad(results, wanted, grads, allow_unused=True)
+        given = iter(got)
+        return (
+            None,
+            None,
+            *(
+                _grad_like(next(given), inputs[i]) if need else None
+                for i, need in zip(ctx.tensor_positions, ctx.needs_input_grad[2:], strict=True)
+            ),
+        )
+
+
+def _grad_like(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
+    return None if grad is None else grad.to(like.dtype)
+
+
+def _in_place_gradient(op: Op) -> None:
+    """Gives an in-place op with a formula an Autograd kernel: called on a tensor that
+    requires grad with grad mode on, what it writes gets the formula's gradient
+    (_InPlaceFormula); a call that writes an argument the formula does not give gets
+    no gradient (as _no_gradient)."""
+    overload = op.writing._opoverload
+    tensor_names = [op._order[i] for i in op.tensor_positions]
+    ungradable = _no_gradient_kernel(
+        overload, op.name, tensor_names, op.mutates, "it writes a KV cache"
+    )
+
+    def autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        values = op._full(args, kwargs)
+        if not torch.is_grad_enabled() or not any(
+            getattr(values[i], "requires_grad", False) for i in op.tensor_positions
+        ):
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload.redispatch(
+                    keyset & torch._C._after_autograd_keyset, *args, **kwargs
+                )
+        if any(values[i] is not None for i in op.formula_free_positions):
+            return ungradable(keyset, *args, **kwargs)
+        tensors = [v for v in values if isinstance(v, torch.Tensor)]
+        new_values = iter(_InPlaceFormula.apply(op, values, *tensors))
+        for i in op.formula_positions:
+            if values[i] is not None:
+                values[i].copy_(next(new_values))
+        return None
+
+    _KERNELS.impl(op.writing._name, autograd_kernel, "Autograd", with_keyset=True)

@@ -6,6 +6,7 @@ act_and_mul takes them as two tensors. All launch the one kernel.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -13,6 +14,7 @@ import torch
 from .. import _runtime
 from .._dtypes import DType
 from ..jit.activation import ACTIVATIONS, act_and_mul_spec
+from ..jit.spec import leading_row_values
 from ._checks import (
     RowEntries,
     RowLayout,
@@ -25,17 +27,17 @@ from ._checks import (
     row_layout,
     tensor_meta,
 )
-from ._launch import Launch, bind_kernel, skip
-from ._op import define_op
+from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
+from ._op import op
 
-# Activation name -> (its op over x's halves, the activation in torch for the gradient).
+# Activation name -> the activation in torch, for the gradient.
 _TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "silu": torch.nn.functional.silu,
     "gelu": torch.nn.functional.gelu,
     "gelu_tanh": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
 }
 
-_Plan = tuple[DType, RowLayout]
+_Plan = tuple[str, DType, RowLayout]
 
 
 def _check_out(
@@ -50,31 +52,25 @@ def _check_out(
 
 
 def _bind_rows(
-    activation: str, plan: _Plan, like: torch.Tensor, dim: int
-) -> Callable[[int, int, int], None]:
+    plan: _Plan, like: torch.Tensor, dim: int, gate: Address, up: Address
+) -> KernelBinding:
     """act_and_mul's kernel on rows of `dim` laid out as plan's (gate's strides, up's,
-    out's if given, else a new contiguous out's), as a function of gate's, up's and
-    out's addresses."""
-    dtype, layout = plan
+    out's if given, else a new contiguous out's)."""
+    activation, dtype, layout = plan
     gate_strides, up_strides, *given = layout.strides
     out_strides = given[0] if given else contiguous_row_strides(layout, dim)
-    sizes = (layout.middle_size, layout.inner_size)
-    kernel = bind_kernel(
-        act_and_mul_spec(activation, dtype, dim, _runtime.tuning_of(like)), like, layout.rows
+    return bind_kernel(
+        act_and_mul_spec(activation, dtype, dim, _runtime.tuning_of(like)),
+        like,
+        layout.rows,
+        gate=gate,
+        up=up,
+        **leading_row_values("gate", gate_strides),
+        **leading_row_values("up", up_strides),
+        **leading_row_values("out", out_strides),
+        middle_size=layout.middle_size,
+        inner_size=layout.inner_size,
     )
-
-    def launch(gate_address: int, up_address: int, out_address: int) -> None:
-        kernel(
-            gate_address,
-            *gate_strides,
-            up_address,
-            *up_strides,
-            out_address,
-            *out_strides,
-            *sizes,
-        )
-
-    return launch
 
 
 def _out_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -82,143 +78,125 @@ def _out_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (*shape[:-1], shape[-1] // 2)
 
 
-def _define(op: str, activation: str, doc: str) -> Callable[..., torch.Tensor]:
-    """Registers sycl_kernels::<op> and <op>_out and returns the public function."""
-
-    def check(
-        x: torch.Tensor, gate_first: bool = True, out: torch.Tensor | None = None
-    ) -> _Plan | None:
-        shape, strides = tensor_meta(op, "x", x)
-        dtype = check_float_dtype(op, "x", x)
-        if not shape or shape[-1] % 2:
-            raise ValueError(
-                f"{op}(): x has shape {tuple(shape)}; expected [..., 2 * d] "
-                "(an even last dimension)"
-            )
-        check_unit_last_stride(op, "x", shape, strides)
-        check_bool(op, "gate_first", gate_first)
-        out_shape = _out_shape(shape)
-        # gate and up, the halves of x's rows, have x's strides.
-        rows: RowEntries = (
-            ("gate", strides, False),
-            ("up", strides, False),
-        )
-        if out is not None:
-            out_strides = _check_out(op, out, x, out_shape, "x.shape[:-1] + (x.shape[-1] // 2,)")
-            rows += (("out", out_strides, True),)
-        if x.numel() == 0:
-            return None
-        return dtype, row_layout(op, out_shape[-1], out_shape, rows)
-
-    def bind(plan: _Plan | None, x: torch.Tensor, gate_first: bool, out=None) -> Launch:
-        if plan is None:
-            return skip
-        dim = x.shape[-1] // 2
-        rows = _bind_rows(activation, plan, x, dim)
-        # gate and up are the halves of x's rows: addresses, not views (each costs ~1 us).
-        half = dim * x.element_size()
-        gate_offset, up_offset = (0, half) if gate_first else (half, 0)
-
-        def launch(x: torch.Tensor, gate_first: bool, out: torch.Tensor) -> None:
-            first = x.data_ptr()
-            rows(first + gate_offset, first + up_offset, out.data_ptr())
-
-        return launch
-
-    torch_activation = _TORCH_ACTIVATIONS[activation]
-
-    def torch_form(x: torch.Tensor, gate_first: bool) -> torch.Tensor:
-        first, second = x.float().chunk(2, dim=-1)
-        gate, up = (first, second) if gate_first else (second, first)
-        return (torch_activation(gate) * up).to(x.dtype)
-
-    run = define_op(
-        op,
-        check,
-        bind,
-        new_output=lambda x, gate_first: x.new_empty(_out_shape(x.shape)),
-        torch_form=torch_form,
-    )
-
-    def public(
-        x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
-    ) -> torch.Tensor:
-        return run(x, gate_first, out)
-
-    public.__name__ = public.__qualname__ = op
-    public.__doc__ = doc + (
-        "\n\n    x: [..., 2 * d] float32/float16/bfloat16, unit last stride, any other\n"
-        "    strides; gate is x[..., :d] and up x[..., d:], or the other way round with\n"
-        "    gate_first=False (diffusers' GEGLU and SwiGLU activate the second half).\n"
-        "    out: optional [..., d], same dtype; None returns a new contiguous tensor.\n"
-        "    Math in float, rounded once. Differentiable in x (not with out=)."
-    )
-    return public
-
-
-def _act_and_mul_check(
-    gate: torch.Tensor, up: torch.Tensor, activation: str, out: torch.Tensor | None = None
+def _check_halves(
+    op: str, activation: str, x: torch.Tensor, out: torch.Tensor | None, gate_first: bool
 ) -> _Plan | None:
-    op = "act_and_mul"
-    shape, gate_strides = tensor_meta(op, "gate", gate)
-    up_shape, up_strides = tensor_meta(op, "up", up)
-    dtype = check_float_dtype(op, "gate", gate)
-    check_same(op, "up", up, "gate", gate)
-    if not shape:
-        raise ValueError(f"{op}(): gate is a 0-d tensor; expected [..., d]")
-    check_shape(op, "up", up_shape, shape, "gate.shape")
-    check_unit_last_stride(op, "gate", shape, gate_strides)
-    check_unit_last_stride(op, "up", up_shape, up_strides)
-    if not isinstance(activation, str):
-        raise TypeError(f"{op}(): activation must be a str, got {type(activation).__name__}")
-    if activation not in ACTIVATIONS:
+    shape, strides = tensor_meta(op, "x", x)
+    dtype = check_float_dtype(op, "x", x)
+    if not shape or shape[-1] % 2:
         raise ValueError(
-            f"{op}(): activation is {activation!r}; expected one of "
-            f"{', '.join(map(repr, ACTIVATIONS))}"
+            f"{op}(): x has shape {tuple(shape)}; expected [..., 2 * d] (an even last dimension)"
         )
-    rows: RowEntries = (
-        ("gate", gate_strides, False),
-        ("up", up_strides, False),
-    )
+    check_unit_last_stride(op, "x", shape, strides)
+    check_bool(op, "gate_first", gate_first)
+    out_shape = _out_shape(shape)
+    # gate and up, the halves of x's rows, have x's strides.
+    rows: RowEntries = (("gate", strides, False), ("up", strides, False))
     if out is not None:
-        rows += (("out", _check_out(op, out, gate, shape, "gate.shape"), True),)
-    if gate.numel() == 0:
+        out_strides = _check_out(op, out, x, out_shape, "x.shape[:-1] + (x.shape[-1] // 2,)")
+        rows += (("out", out_strides, True),)
+    if x.numel() == 0:
         return None
-    return dtype, row_layout(op, shape[-1], shape, rows)
+    return activation, dtype, row_layout(op, out_shape[-1], out_shape, rows)
 
 
-def _act_and_mul_bind(plan, gate, up, activation, out=None) -> Launch:
+def _bind_halves(
+    plan: _Plan | None, x: torch.Tensor, gate_first: bool, out=None
+) -> KernelBinding | Launch:
     if plan is None:
         return skip
-    rows = _bind_rows(activation, plan, gate, gate.shape[-1])
+    dim = x.shape[-1] // 2
+    # gate and up are the halves of x's rows: addresses, not views (each costs ~1 us).
+    half = dim * x.element_size()
+    gate_offset, up_offset = (0, half) if gate_first else (half, 0)
+    return _bind_rows(plan, x, dim, Address("x", gate_offset), Address("x", up_offset))
 
-    def launch(gate, up, activation, out) -> None:
-        rows(gate.data_ptr(), up.data_ptr(), out.data_ptr())
 
-    return launch
+def _halves_output(x: torch.Tensor, *_: object) -> torch.Tensor:
+    return x.new_empty(_out_shape(x.shape))
+
+
+def _halves_form(activation: str, x: torch.Tensor, gate_first: bool) -> torch.Tensor:
+    """The *_and_mul ops' formula in torch (float32 math), for their gradient."""
+    first, second = x.float().chunk(2, dim=-1)
+    gate, up = (first, second) if gate_first else (second, first)
+    return (_TORCH_ACTIVATIONS[activation](gate) * up).to(x.dtype)
+
+
+_HALVES = """
+
+    x: [..., 2 * d] float32/float16/bfloat16, unit last stride, any other strides;
+    gate is x[..., :d] and up x[..., d:], or the other way round with
+    gate_first=False (diffusers' GEGLU and SwiGLU activate the second half).
+    out: optional [..., d], same dtype; None returns a new contiguous tensor.
+    Math in float, rounded once. Differentiable in x (not with out=)."""
+
+
+@op(
+    bind=_bind_halves,
+    new_output=_halves_output,
+    torch_form=functools.partial(_halves_form, "silu"),
+)
+def silu_and_mul(
+    x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
+) -> _Plan | None:
+    return _check_halves("silu_and_mul", "silu", x, out, gate_first)
+
+
+@op(
+    bind=_bind_halves,
+    new_output=_halves_output,
+    torch_form=functools.partial(_halves_form, "gelu"),
+)
+def gelu_and_mul(
+    x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
+) -> _Plan | None:
+    return _check_halves("gelu_and_mul", "gelu", x, out, gate_first)
+
+
+@op(
+    bind=_bind_halves,
+    new_output=_halves_output,
+    torch_form=functools.partial(_halves_form, "gelu_tanh"),
+)
+def gelu_tanh_and_mul(
+    x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
+) -> _Plan | None:
+    return _check_halves("gelu_tanh_and_mul", "gelu_tanh", x, out, gate_first)
+
+
+silu_and_mul.__doc__ = (
+    "silu(gate) * up, silu(a) = a / (1 + exp(-a)), gate and up halves of x." + _HALVES
+)
+gelu_and_mul.__doc__ = "gelu(gate) * up, gelu with erf (exact), gate and up halves of x." + _HALVES
+gelu_tanh_and_mul.__doc__ = (
+    "gelu(gate) * up, gelu with the tanh approximation, gate and up halves of x." + _HALVES
+)
+
+
+def _bind_act_and_mul(
+    plan: _Plan | None, gate: torch.Tensor, up, activation: str, out=None
+) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    return _bind_rows(plan, gate, gate.shape[-1], Address("gate"), Address("up"))
 
 
 def _act_and_mul_form(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
     return (_TORCH_ACTIVATIONS[activation](gate.float()) * up.float()).to(gate.dtype)
 
 
-_act_and_mul = define_op(
-    "act_and_mul",
-    _act_and_mul_check,
-    _act_and_mul_bind,
-    new_output=lambda gate, up, activation: torch.empty_like(
-        gate, memory_format=torch.contiguous_format
-    ),
-    torch_form=_act_and_mul_form,
-)
+def _like_gate(gate: torch.Tensor, *_: object) -> torch.Tensor:
+    return torch.empty_like(gate, memory_format=torch.contiguous_format)
 
 
+@op(bind=_bind_act_and_mul, new_output=_like_gate, torch_form=_act_and_mul_form)
 def act_and_mul(
     gate: torch.Tensor,
     up: torch.Tensor,
     activation: str = "silu",
     out: torch.Tensor | None = None,
-) -> torch.Tensor:
+) -> _Plan | None:
     """act(gate) * up for two tensors of one shape, e.g. a gated MLP's gate_proj(x) and up_proj(x).
 
     gate, up: [..., d] float32/float16/bfloat16, same dtype and device, unit last
@@ -226,17 +204,26 @@ def act_and_mul(
     "gelu_tanh". out: optional [..., d]; None returns a new contiguous tensor.
     Math in float, rounded once. Differentiable in gate and up (not with out=).
     """
-    return _act_and_mul(gate, up, activation, out)
-
-
-silu_and_mul = _define(
-    "silu_and_mul", "silu", "silu(gate) * up, silu(a) = a / (1 + exp(-a)), gate and up halves of x."
-)
-gelu_and_mul = _define(
-    "gelu_and_mul", "gelu", "gelu(gate) * up, gelu with erf (exact), gate and up halves of x."
-)
-gelu_tanh_and_mul = _define(
-    "gelu_tanh_and_mul",
-    "gelu_tanh",
-    "gelu(gate) * up, gelu with the tanh approximation, gate and up halves of x.",
-)
+    name = "act_and_mul"
+    shape, gate_strides = tensor_meta(name, "gate", gate)
+    up_shape, up_strides = tensor_meta(name, "up", up)
+    dtype = check_float_dtype(name, "gate", gate)
+    check_same(name, "up", up, "gate", gate)
+    if not shape:
+        raise ValueError(f"{name}(): gate is a 0-d tensor; expected [..., d]")
+    check_shape(name, "up", up_shape, shape, "gate.shape")
+    check_unit_last_stride(name, "gate", shape, gate_strides)
+    check_unit_last_stride(name, "up", up_shape, up_strides)
+    if not isinstance(activation, str):
+        raise TypeError(f"{name}(): activation must be a str, got {type(activation).__name__}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"{name}(): activation is {activation!r}; expected one of "
+            f"{', '.join(map(repr, ACTIVATIONS))}"
+        )
+    rows: RowEntries = (("gate", gate_strides, False), ("up", up_strides, False))
+    if out is not None:
+        rows += (("out", _check_out(name, out, gate, shape, "gate.shape"), True),)
+    if gate.numel() == 0:
+        return None
+    return activation, dtype, row_layout(name, shape[-1], shape, rows)

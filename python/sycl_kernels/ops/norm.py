@@ -1,10 +1,13 @@
 """sycl_kernels.ops.norm: RMSNorm, its fused-add and Gemma forms, QK-norm (kernels/norm/).
 
-Each op is defined once by define_op (ops/_op.py): its checks run on every entry
-point, and torch.ops.sycl_kernels.<name> is the same op as the public function.
+Each op is one function decorated by @op (ops/_op.py): its signature and docstring
+are the public op's, its body the checks that run on every entry point, and
+torch.ops.sycl_kernels.<name> is the same op.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -16,6 +19,7 @@ from ..jit.norm import (
     qknorm_spec,
     rmsnorm_spec,
 )
+from ..jit.spec import leading_row_values
 from ._checks import (
     Meta,
     RowEntries,
@@ -30,8 +34,8 @@ from ._checks import (
     row_layout,
     tensor_meta,
 )
-from ._launch import Launch, address, bind_kernel, skip
-from ._op import define_op
+from ._launch import KernelBinding, Launch, bind_kernel, skip
+from ._op import op
 
 
 def _check_weight(
@@ -79,149 +83,237 @@ def _check_rows(
     return meta, dtype, weight_kind
 
 
-def _rmsnorm_form(
+_NormPlan = tuple[DType, str, RowLayout, bool]
+
+
+def _rmsnorm_form(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """rmsnorm's formula in torch (float32 math), for its gradient."""
+    return _norm_form(x, weight, eps, gemma=False)
+
+
+def _gemma_rmsnorm_form(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    return _norm_form(x, weight, eps, gemma=True)
+
+
+def _norm_form(
     x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool
 ) -> torch.Tensor:
-    """The op's formula in torch (float32 math), for its gradient."""
+    return normalized(x, weight, eps, gemma).to(x.dtype)
+
+
+def normalized(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool
+) -> torch.Tensor:
+    """The RMSNorm of x's rows in float32 with torch ops: the norms' formula."""
     x32 = x.float()
     normed = x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps)
     if weight is not None:
         normed = normed * (weight.float() + 1 if gemma else weight.float())
-    return normed.to(x.dtype)
+    return normed
 
 
-def _define_rmsnorm(op: str, gemma: bool):
-    def check(
-        x: torch.Tensor,
-        weight: torch.Tensor | None,
-        eps: float = 1e-6,
-        out: torch.Tensor | None = None,
-    ) -> tuple[DType, str, RowLayout] | None:
-        (shape, strides), dtype, weight_kind = _check_rows(op, x, weight, eps)
-        rows: RowEntries = (("x", strides, False),)
-        if out is not None:
-            out_shape, out_strides = tensor_meta(op, "out", out)
-            check_same(op, "out", out, "x", x)
-            check_shape(op, "out", out_shape, shape, "x.shape")
-            check_unit_last_stride(op, "out", out_shape, out_strides)
-            rows += (("out", out_strides, True),)
-        if x.numel() == 0:
-            return None
-        return dtype, weight_kind, row_layout(op, shape[-1], shape, rows)
-
-    def bind(plan, x, weight, eps, out=None) -> Launch:
-        if plan is None:
-            return skip
-        dtype, weight_kind, layout = plan
-        hidden = x.shape[-1]
-        x_strides = layout.strides[0]
-        out_strides = (
-            layout.strides[1] if out is not None else contiguous_row_strides(layout, hidden)
-        )
-        sizes = (layout.middle_size, layout.inner_size, float(eps))
-        kernel = bind_kernel(
-            rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma, weight_kind), x, layout.rows
-        )
-
-        def launch(x, weight, eps, out) -> None:
-            kernel(x.data_ptr(), *x_strides, address(weight), out.data_ptr(), *out_strides, *sizes)
-
-        return launch
-
-    def new_output(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-        # empty_like: half the cost of torch.empty(shape, dtype=, device=) per call.
-        return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-    return define_op(
-        op,
-        check,
-        bind,
-        new_output=new_output,
-        torch_form=lambda x, weight, eps: _rmsnorm_form(x, weight, eps, gemma),
-    )
+def _fused_add_form(
+    gemma: bool,
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    rounded_sum: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """fused_add_rmsnorm's formula: (new x, new residual)."""
+    summed = x.float() + residual.float()
+    new_residual = summed.to(x.dtype)
+    source = new_residual if rounded_sum else summed
+    return normalized(source, weight, eps, gemma).to(x.dtype), new_residual
 
 
-def _define_fused_add_rmsnorm(op: str, gemma: bool):
-    def check(
-        x: torch.Tensor,
-        residual: torch.Tensor,
-        weight: torch.Tensor | None,
-        eps: float = 1e-6,
-        rounded_sum: bool = True,
-    ) -> tuple[DType, str, RowLayout] | None:
-        (shape, strides), dtype, weight_kind = _check_rows(op, x, weight, eps)
-        residual_shape, residual_strides = tensor_meta(op, "residual", residual)
-        check_same(op, "residual", residual, "x", x)
-        check_shape(op, "residual", residual_shape, shape, "x.shape")
-        check_unit_last_stride(op, "residual", residual_shape, residual_strides)
-        check_bool(op, "rounded_sum", rounded_sum)
-        if x.numel() == 0:
-            return None
-        layout = row_layout(
-            op, shape[-1], shape, (("x", strides, True), ("residual", residual_strides, True))
-        )
-        return dtype, weight_kind, layout
-
-    def bind(plan, x, residual, weight, eps, rounded_sum) -> Launch:
-        if plan is None:
-            return skip
-        dtype, weight_kind, layout = plan
-        spec = fused_add_rmsnorm_spec(
-            dtype, x.shape[-1], _runtime.tuning_of(x), gemma, weight_kind, rounded_sum
-        )
-        kernel = bind_kernel(spec, x, layout.rows)
-        x_strides, residual_strides = layout.strides
-        sizes = (layout.middle_size, layout.inner_size, float(eps))
-
-        def launch(x, residual, weight, eps, rounded_sum) -> None:
-            kernel(
-                x.data_ptr(),
-                *x_strides,
-                residual.data_ptr(),
-                *residual_strides,
-                address(weight),
-                *sizes,
-            )
-
-        return launch
-
-    return define_op(op, check, bind, mutates=("x", "residual"))
-
-
-def _qknorm_check(
+def _qknorm_form(
     q: torch.Tensor,
     k: torch.Tensor,
     q_weight: torch.Tensor | None,
     k_weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    gemma: bool = False,
-) -> tuple[DType, str, RowLayout, RowLayout] | None:
-    op = "qknorm"
-    q_shape, q_strides = tensor_meta(op, "q", q)
-    k_shape, k_strides = tensor_meta(op, "k", k)
-    dtype = check_float_dtype(op, "q", q)
-    check_same(op, "k", k, "q", q)
-    if q is k:
-        raise ValueError(f"{op}(): q and k share memory; expected the heads of two tensors")
-    if not q_shape:
-        raise ValueError(f"{op}(): q is a 0-d tensor; expected [..., head_dim]")
-    head_dim = q_shape[-1]
-    if not k_shape or k_shape[-1] != head_dim:
-        raise ValueError(
-            f"{op}(): k has shape {tuple(k_shape)}; expected [..., {head_dim}] (q's head_dim)"
-        )
-    check_unit_last_stride(op, "q", q_shape, q_strides)
-    check_unit_last_stride(op, "k", k_shape, k_strides)
-    weight_kind = check_qk_weights(op, q, q_weight, k_weight, head_dim)
-    check_number(op, "eps", eps, minimum=0)
-    check_bool(op, "gemma", gemma)
-    if q.numel() == 0 and k.numel() == 0:
-        return None
+    eps: float,
+    gemma: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """qknorm's formula: (new q, new k)."""
     return (
-        dtype,
-        weight_kind,
-        row_layout(op, head_dim, q_shape, (("q", q_strides, True),)),
-        row_layout(op, head_dim, k_shape, (("k", k_strides, True),)),
+        normalized(q, q_weight, eps, gemma).to(q.dtype),
+        normalized(k, k_weight, eps, gemma).to(k.dtype),
+    )
+
+
+def _check_rmsnorm(
+    op: str,
+    gemma: bool,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    out: torch.Tensor | None,
+) -> _NormPlan | None:
+    (shape, strides), dtype, weight_kind = _check_rows(op, x, weight, eps)
+    rows: RowEntries = (("x", strides, False),)
+    if out is not None:
+        out_shape, out_strides = tensor_meta(op, "out", out)
+        check_same(op, "out", out, "x", x)
+        check_shape(op, "out", out_shape, shape, "x.shape")
+        check_unit_last_stride(op, "out", out_shape, out_strides)
+        rows += (("out", out_strides, True),)
+    if x.numel() == 0:
+        return None
+    return dtype, weight_kind, row_layout(op, shape[-1], shape, rows), gemma
+
+
+def _bind_rmsnorm(
+    plan: _NormPlan | None, x: torch.Tensor, weight, eps: float, out=None
+) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    dtype, weight_kind, layout, gemma = plan
+    hidden = x.shape[-1]
+    out_strides = layout.strides[1] if out is not None else contiguous_row_strides(layout, hidden)
+    return bind_kernel(
+        rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma, weight_kind),
+        x,
+        layout.rows,
+        **leading_row_values("x", layout.strides[0]),
+        **leading_row_values("out", out_strides),
+        middle_size=layout.middle_size,
+        inner_size=layout.inner_size,
+        eps=float(eps),
+    )
+
+
+def _like_x(x: torch.Tensor, *_: object) -> torch.Tensor:
+    # empty_like: half the cost of torch.empty(shape, dtype=, device=) per call.
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@op(bind=_bind_rmsnorm, new_output=_like_x, torch_form=_rmsnorm_form)
+def rmsnorm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    out: torch.Tensor | None = None,
+) -> _NormPlan | None:
+    """RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * weight.
+
+    x: [..., hidden] float32/float16/bfloat16, unit stride in the last dimension,
+    any strides in the others (a transposed [B, H, S, D] view, a slice of a wider
+    tensor; up to three leading dimensions that cannot be merged). weight:
+    [hidden] in x's dtype, or float32 on float16/bfloat16 x, or None for no scale.
+    out: optional, same shape and dtype as x, any such strides; None returns a new
+    contiguous tensor. Math in float32 (the weight read as float32), rounded once
+    to x's dtype. Differentiable in x and weight (not with out=). CPU tensors run
+    on the SYCL CPU device and the call returns when done; XPU tensors run
+    asynchronously on the current XPU stream.
+    """
+    return _check_rmsnorm("rmsnorm", False, x, weight, eps, out)
+
+
+@op(bind=_bind_rmsnorm, new_output=_like_x, torch_form=_gemma_rmsnorm_form)
+def gemma_rmsnorm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    out: torch.Tensor | None = None,
+) -> _NormPlan | None:
+    """Gemma's RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + weight); arguments as rmsnorm
+    (weight=None scales by 1)."""
+    return _check_rmsnorm("gemma_rmsnorm", True, x, weight, eps, out)
+
+
+_FusedPlan = tuple[DType, str, RowLayout, bool]
+
+
+def _check_fused_add_rmsnorm(
+    op: str,
+    gemma: bool,
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    rounded_sum: bool,
+) -> _FusedPlan | None:
+    (shape, strides), dtype, weight_kind = _check_rows(op, x, weight, eps)
+    residual_shape, residual_strides = tensor_meta(op, "residual", residual)
+    check_same(op, "residual", residual, "x", x)
+    check_shape(op, "residual", residual_shape, shape, "x.shape")
+    check_unit_last_stride(op, "residual", residual_shape, residual_strides)
+    check_bool(op, "rounded_sum", rounded_sum)
+    if x.numel() == 0:
+        return None
+    layout = row_layout(
+        op, shape[-1], shape, (("x", strides, True), ("residual", residual_strides, True))
+    )
+    return dtype, weight_kind, layout, gemma
+
+
+def _bind_fused_add_rmsnorm(
+    plan: _FusedPlan | None, x: torch.Tensor, residual, weight, eps: float, rounded_sum: bool
+) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    dtype, weight_kind, layout, gemma = plan
+    spec = fused_add_rmsnorm_spec(
+        dtype, x.shape[-1], _runtime.tuning_of(x), gemma, weight_kind, rounded_sum
+    )
+    x_strides, residual_strides = layout.strides
+    return bind_kernel(
+        spec,
+        x,
+        layout.rows,
+        **leading_row_values("x", x_strides),
+        **leading_row_values("residual", residual_strides),
+        middle_size=layout.middle_size,
+        inner_size=layout.inner_size,
+        eps=float(eps),
+    )
+
+
+@op(
+    bind=_bind_fused_add_rmsnorm,
+    mutates=("x", "residual"),
+    torch_form=functools.partial(_fused_add_form, False),
+)
+def fused_add_rmsnorm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    *,
+    rounded_sum: bool = True,
+) -> _FusedPlan | None:
+    """In place: residual += x, then x = rmsnorm(residual) * weight.
+
+    x, residual: [..., hidden], same shape, dtype and device, unit last stride,
+    any other strides (as rmsnorm); weight as rmsnorm. residual receives the sum
+    rounded to the dtype. rounded_sum=True (vLLM's semantics) normalizes that
+    stored sum, its mean square included; rounded_sum=False (SGLang's and
+    flashinfer's) normalizes the float32 sum before rounding. For float32 tensors
+    the two are the same. Differentiable in x, residual and weight (the
+    gradient of the formula, as of torch's in-place ops).
+    """
+    return _check_fused_add_rmsnorm(
+        "fused_add_rmsnorm", False, x, residual, weight, eps, rounded_sum
+    )
+
+
+@op(
+    bind=_bind_fused_add_rmsnorm,
+    mutates=("x", "residual"),
+    torch_form=functools.partial(_fused_add_form, True),
+)
+def gemma_fused_add_rmsnorm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    *,
+    rounded_sum: bool = True,
+) -> _FusedPlan | None:
+    """fused_add_rmsnorm scaling by (1 + weight), as Gemma does."""
+    return _check_fused_add_rmsnorm(
+        "gemma_fused_add_rmsnorm", True, x, residual, weight, eps, rounded_sum
     )
 
 
@@ -247,107 +339,34 @@ def _describe(weight: torch.Tensor | None) -> str:
     return "None" if weight is None else str(weight.dtype)
 
 
-def _qknorm_bind(plan, q, k, q_weight, k_weight, eps, gemma) -> Launch:
+_QkPlan = tuple[DType, str, RowLayout, RowLayout]
+
+
+def _bind_qknorm(
+    plan: _QkPlan | None, q: torch.Tensor, k, q_weight, k_weight, eps: float, gemma: bool
+) -> KernelBinding | Launch:
     if plan is None:
         return skip
     dtype, weight_kind, q_rows, k_rows = plan
     tuned_for = _runtime.tuning_of(q)
     heads = q_rows.rows + k_rows.rows
-    kernel = bind_kernel(
+    return bind_kernel(
         qknorm_spec(dtype, q.shape[-1], tuned_for, gemma, weight_kind),
         q,
         -(-heads // qknorm_heads_per_group(tuned_for)),
+        **leading_row_values("q", q_rows.strides[0]),
+        q_middle_size=q_rows.middle_size,
+        q_inner_size=q_rows.inner_size,
+        q_rows=q_rows.rows,
+        **leading_row_values("k", k_rows.strides[0]),
+        k_middle_size=k_rows.middle_size,
+        k_inner_size=k_rows.inner_size,
+        eps=float(eps),
+        rows=heads,
     )
-    q_args = (*q_rows.strides[0], q_rows.middle_size, q_rows.inner_size, q_rows.rows)
-    k_args = (*k_rows.strides[0], k_rows.middle_size, k_rows.inner_size)
-    tail = (float(eps), heads)
-
-    def launch(q, k, q_weight, k_weight, eps, gemma) -> None:
-        kernel(
-            q.data_ptr(),
-            *q_args,
-            k.data_ptr(),
-            *k_args,
-            address(q_weight),
-            address(k_weight),
-            *tail,
-        )
-
-    return launch
 
 
-_rmsnorm = _define_rmsnorm("rmsnorm", gemma=False)
-_gemma_rmsnorm = _define_rmsnorm("gemma_rmsnorm", gemma=True)
-_fused_add_rmsnorm = _define_fused_add_rmsnorm("fused_add_rmsnorm", gemma=False)
-_gemma_fused_add_rmsnorm = _define_fused_add_rmsnorm("gemma_fused_add_rmsnorm", gemma=True)
-_qknorm = define_op("qknorm", _qknorm_check, _qknorm_bind, mutates=("q", "k"))
-
-
-def rmsnorm(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * weight.
-
-    x: [..., hidden] float32/float16/bfloat16, unit stride in the last dimension,
-    any strides in the others (a transposed [B, H, S, D] view, a slice of a wider
-    tensor; up to three leading dimensions that cannot be merged). weight:
-    [hidden] in x's dtype, or float32 on float16/bfloat16 x, or None for no scale.
-    out: optional, same shape and dtype as x, any such strides; None returns a new
-    contiguous tensor. Math in float32 (the weight read as float32), rounded once
-    to x's dtype. Differentiable in x and weight (not with out=). CPU tensors run
-    on the SYCL CPU device and the call returns when done; XPU tensors run
-    asynchronously on the current XPU stream.
-    """
-    return _rmsnorm(x, weight, eps, out)
-
-
-def gemma_rmsnorm(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Gemma's RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + weight); arguments as rmsnorm
-    (weight=None scales by 1)."""
-    return _gemma_rmsnorm(x, weight, eps, out)
-
-
-def fused_add_rmsnorm(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    *,
-    rounded_sum: bool = True,
-) -> None:
-    """In place: residual += x, then x = rmsnorm(residual) * weight.
-
-    x, residual: [..., hidden], same shape, dtype and device, unit last stride,
-    any other strides (as rmsnorm); weight as rmsnorm. residual receives the sum
-    rounded to the dtype. rounded_sum=True (vLLM's semantics) normalizes that
-    stored sum, its mean square included; rounded_sum=False (SGLang's and
-    flashinfer's) normalizes the float32 sum before rounding. For float32 tensors
-    the two are the same. Not differentiable: with grad mode on, tensors that
-    require grad raise RuntimeError.
-    """
-    _fused_add_rmsnorm(x, residual, weight, eps, rounded_sum)
-
-
-def gemma_fused_add_rmsnorm(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    *,
-    rounded_sum: bool = True,
-) -> None:
-    """fused_add_rmsnorm scaling by (1 + weight), as Gemma does."""
-    _gemma_fused_add_rmsnorm(x, residual, weight, eps, rounded_sum)
-
-
+@op(bind=_bind_qknorm, mutates=("q", "k"), torch_form=_qknorm_form)
 def qknorm(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -356,13 +375,40 @@ def qknorm(
     eps: float = 1e-6,
     *,
     gemma: bool = False,
-) -> None:
+) -> _QkPlan | None:
     """In place, per-head RMSNorm of q [..., head_dim] and k [..., head_dim].
 
     Every head_dim row of q is normalized with q_weight, every row of k with
     k_weight ([head_dim] each, q's dtype or float32, or both None). q and k may be
     views into one fused qkv tensor, padded heads or transposed [B, H, S, D]
     views: unit last stride, any other strides. gemma=True scales by (1 + weight).
-    Not differentiable (in place): tensors that require grad raise RuntimeError.
+    Differentiable in q, k and the weights (the gradient of the formula, as of
+    torch's in-place ops).
     """
-    _qknorm(q, k, q_weight, k_weight, eps, gemma)
+    name = "qknorm"
+    q_shape, q_strides = tensor_meta(name, "q", q)
+    k_shape, k_strides = tensor_meta(name, "k", k)
+    dtype = check_float_dtype(name, "q", q)
+    check_same(name, "k", k, "q", q)
+    if q is k:
+        raise ValueError(f"{name}(): q and k share memory; expected the heads of two tensors")
+    if not q_shape:
+        raise ValueError(f"{name}(): q is a 0-d tensor; expected [..., head_dim]")
+    head_dim = q_shape[-1]
+    if not k_shape or k_shape[-1] != head_dim:
+        raise ValueError(
+            f"{name}(): k has shape {tuple(k_shape)}; expected [..., {head_dim}] (q's head_dim)"
+        )
+    check_unit_last_stride(name, "q", q_shape, q_strides)
+    check_unit_last_stride(name, "k", k_shape, k_strides)
+    weight_kind = check_qk_weights(name, q, q_weight, k_weight, head_dim)
+    check_number(name, "eps", eps, minimum=0)
+    check_bool(name, "gemma", gemma)
+    if q.numel() == 0 and k.numel() == 0:
+        return None
+    return (
+        dtype,
+        weight_kind,
+        row_layout(name, head_dim, q_shape, (("q", q_strides, True),)),
+        row_layout(name, head_dim, k_shape, (("k", k_strides, True),)),
+    )

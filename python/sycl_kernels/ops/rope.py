@@ -3,6 +3,8 @@ also after a per-head RMSNorm of q and k, fused (qknorm_rope)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -22,11 +24,10 @@ from ._checks import (
     check_unit_last_stride,
     row_layout,
 )
-from ._launch import Launch, address, bind_kernel, skip
-from ._op import define_op
-from .norm import check_qk_weights
+from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
+from ._op import op
+from .norm import check_qk_weights, normalized
 
-_OP = "apply_rope"
 _POSITION_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
 _LAYOUTS = ("NHD", "HND")
 
@@ -174,37 +175,6 @@ def _check_rotation(
     return _Plan(dtype, cache_dtype, width, positions_strides, q4, k4, v4)
 
 
-def _check(
-    positions: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor | None,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    rotary_dim: int | None = None,
-    head_size: int | None = None,
-    layout: str = "NHD",
-    v: torch.Tensor | None = None,
-    k_cache: torch.Tensor | None = None,
-    v_cache: torch.Tensor | None = None,
-    out_loc: torch.Tensor | None = None,
-) -> _Plan | None:
-    return _check_rotation(
-        _OP,
-        positions,
-        q,
-        k,
-        cos_sin_cache,
-        is_neox,
-        rotary_dim,
-        head_size,
-        layout,
-        v,
-        k_cache,
-        v_cache,
-        out_loc,
-    )
-
-
 def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -> _Heads:
     for name, t in (("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("out_loc", out_loc)):
         check_tensor(op, name, t)
@@ -253,51 +223,171 @@ def _check_range(
         raise IndexError(f"{op}(): {name} holds {bad}; expected values in {allowed} ({what})")
 
 
-def _launch_args(
-    op: str,
-    plan: _Plan,
-    positions: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor | None,
-    cos_sin_cache: torch.Tensor,
-    v: torch.Tensor | None,
-    k_cache: torch.Tensor | None,
-    v_cache: torch.Tensor | None,
-    out_loc: torch.Tensor | None,
-) -> list[object]:
-    """The arguments of rope.hpp's kernels (qknorm_rope's begin with them), after the
-    range checks of CPU indices."""
-    if positions.is_cpu:
-        _check_range(op, "positions", positions, cos_sin_cache.shape[0], "cos_sin_cache.shape[0]")
-        if out_loc is not None:
-            _check_range(op, "out_loc", out_loc, k_cache.shape[0], "k_cache.shape[0]", True)
-    # The [batch, seq, heads, head_dim] forms only renumber their tensors' dimensions:
-    # the tensors' own addresses are theirs.
-    (_, seq, num_q_heads, _), q_strides = plan.q
-    num_k_heads = 0 if plan.k is None else plan.k[0][2]
-    # Without k, no work-group reads it; q stands in for a valid address.
-    k_address, k_strides = (q.data_ptr(), q_strides) if k is None else (k.data_ptr(), plan.k[1])
-    args: list[object] = [positions.data_ptr(), *plan.positions_strides, seq]
-    args += [q.data_ptr(), *q_strides[:3], num_q_heads]
-    args += [k_address, *k_strides[:3], num_k_heads, cos_sin_cache.data_ptr()]
-    if out_loc is not None:
-        args += [v.data_ptr(), *plan.v[1][:3], k_cache.data_ptr()]
-        args += [v_cache.data_ptr(), out_loc.data_ptr()]
+def _check_indices(op: str, cache_rows: int, slots: int | None, *args: object) -> tuple:
+    """The range checks of CPU positions (args[0]) and out_loc (args[-1]), as a launch's
+    prepare (ops/_launch.py): they read data, so they run at each call."""
+    positions, out_loc = args[0], args[-1]
+    _check_range(op, "positions", positions, cache_rows, "cos_sin_cache.shape[0]")
+    if slots is not None:
+        _check_range(op, "out_loc", out_loc, slots, "k_cache.shape[0]", True)
     return args
 
 
 def _bind_heads(
-    spec: KernelSpec, plan: _Plan, q: torch.Tensor, tuned_for: str
-) -> tuple[Launch, int]:
+    op: str,
+    spec: KernelSpec,
+    plan: _Plan,
+    q: torch.Tensor,
+    k: torch.Tensor | None,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    k_cache: torch.Tensor | None,
+    tuned_for: str,
+    **values: object,
+) -> KernelBinding:
     """spec's kernel bound to its work-groups over plan's heads (as rope.hpp numbers
-    them, jit.rope.heads_per_group to a group), and the number of heads."""
+    them, jit.rope.heads_per_group to a group), with the arguments rope.hpp's kernels
+    share (qknorm_rope's begin with them) and `values`."""
     batch, seq, num_q_heads, head_dim = plan.q[0]
-    total = batch * seq * (num_q_heads + (0 if plan.k is None else plan.k[0][2]))
+    num_k_heads = 0 if plan.k is None else plan.k[0][2]
+    total = batch * seq * (num_q_heads + num_k_heads)
     per_group = heads_per_group(head_dim, plan.width, tuned_for)
-    return bind_kernel(spec, q, -(-total // per_group)), total
+    # The [batch, seq, heads, head_dim] forms only renumber their tensors' dimensions:
+    # the tensors' own addresses are theirs. Without k, no work-group reads it; q
+    # stands in for a valid address.
+    k_heads = plan.q if k is None else plan.k
+    if plan.v is not None:
+        values |= _head_strides("v", plan.v[1])
+    prepare = None
+    if positions.is_cpu:
+        slots = None if k_cache is None else k_cache.shape[0]
+        prepare = functools.partial(_check_indices, op, cos_sin_cache.shape[0], slots)
+    return bind_kernel(
+        spec,
+        q,
+        -(-total // per_group),
+        prepare=prepare,
+        positions_batch_stride=plan.positions_strides[0],
+        positions_seq_stride=plan.positions_strides[1],
+        seq_len=seq,
+        **_head_strides("q", plan.q[1]),
+        num_q_heads=num_q_heads,
+        k=Address("q" if k is None else "k"),
+        **_head_strides("k", k_heads[1]),
+        num_k_heads=num_k_heads,
+        total_heads=total,
+        **values,
+    )
 
 
-def _bind(
+def _head_strides(tensor: str, strides: tuple[int, ...]) -> dict[str, int]:
+    """A tensor's [batch, seq, heads] strides by parameter name (jit/rope.py)."""
+    return {
+        f"{tensor}_{dim}_stride": stride
+        for dim, stride in zip(("batch", "seq", "head"), strides, strict=False)
+    }
+
+
+def _heads_view(
+    t: torch.Tensor, head_size: int | None, layout: str
+) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """t as [batch, seq, heads, head_dim] by differentiable views (_heads' layouts),
+    and the function taking a tensor of that shape back to t's."""
+    if t.dim() == 2:
+        shape = t.shape
+        return t.unflatten(-1, (-1, head_size)).unsqueeze(0), lambda r: r.reshape(shape)
+    if t.dim() == 3:
+        if layout == "HND":
+            return t.transpose(0, 1).unsqueeze(0), lambda r: r.squeeze(0).transpose(0, 1)
+        return t.unsqueeze(0), lambda r: r.squeeze(0)
+    if layout == "HND":
+        return t.transpose(1, 2), lambda r: r.transpose(1, 2)
+    return t, lambda r: r
+
+
+def _rotated(
+    positions: torch.Tensor,
+    heads: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+) -> torch.Tensor:
+    """heads [batch, seq, heads, head_dim] (float32) with the first rotary_dim elements
+    of each head rotated: apply_rope's formula."""
+    batch, seq = heads.shape[:2]
+    width = cos_sin_cache.shape[1]
+    half = width // 2
+    cos_sin = cos_sin_cache.float()[positions.long().expand(batch, seq)][:, :, None, :]
+    cos, sin = cos_sin[..., :half], cos_sin[..., half:]
+    rot, rest = heads[..., :width], heads[..., width:]
+    if is_neox:
+        a, b = rot[..., :half], rot[..., half:]
+        rotated = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    else:
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        rotated = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+    return torch.cat([rotated, rest], dim=-1)
+
+
+def _rope_form(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    rotary_dim: int | None,
+    head_size: int | None,
+    layout: str,
+    *kv_store: object,
+    weights: tuple[torch.Tensor | None, torch.Tensor | None] | None = None,
+    eps: float = 0.0,
+    gemma: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """apply_rope's formula (qknorm_rope's with `weights`): (new q, new k), the rotation
+    (after the norm) in float32, rounded once."""
+    new = []
+    for index, t in enumerate((q, k)):
+        if t is None:
+            new.append(None)
+            continue
+        heads, back = _heads_view(t, head_size, layout)
+        values = heads.float()
+        if weights is not None:
+            values = normalized(values, weights[index], eps, gemma)
+        new.append(back(_rotated(positions, values, cos_sin_cache, is_neox)).to(t.dtype))
+    return new[0], new[1]
+
+
+def _qknorm_rope_form(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    eps: float,
+    gemma: bool,
+    head_size: int | None,
+    layout: str,
+    *kv_store: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """qknorm_rope's formula: (new q, new k)."""
+    return _rope_form(
+        positions,
+        q,
+        k,
+        cos_sin_cache,
+        is_neox,
+        None,
+        head_size,
+        layout,
+        weights=(q_weight, k_weight),
+        eps=eps,
+        gemma=gemma,
+    )
+
+
+def _bind_rope(
     plan: _Plan | None,
     positions,
     q,
@@ -311,7 +401,7 @@ def _bind(
     k_cache,
     v_cache,
     out_loc,
-) -> Launch:
+) -> KernelBinding | Launch:
     if plan is None:
         return skip
     tuned_for = _runtime.tuning_of(q)
@@ -325,20 +415,15 @@ def _bind(
         plan.cache_dtype,
         tuned_for,
     )
-    kernel, total_heads = _bind_heads(spec, plan, q, tuned_for)
-
-    def launch(*call: object) -> None:
-        # The metadata between (is_neox .. layout) is bound above.
-        positions, q, k, cos_sin_cache, *_, v, k_cache, v_cache, out_loc = call
-        args = _launch_args(_OP, plan, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc)
-        kernel(*args, total_heads)
-
-    return launch
+    return _bind_heads("apply_rope", spec, plan, q, k, positions, cos_sin_cache, k_cache, tuned_for)
 
 
-_apply_rope = define_op(_OP, _check, _bind, mutates=("q", "k", "k_cache", "v_cache"))
-
-
+@op(
+    bind=_bind_rope,
+    mutates=("q", "k", "k_cache", "v_cache"),
+    torch_form=_rope_form,
+    without_gradient=("k_cache", "v_cache"),
+)
 def apply_rope(
     positions: torch.Tensor,
     q: torch.Tensor,
@@ -353,7 +438,7 @@ def apply_rope(
     k_cache: torch.Tensor | None = None,
     v_cache: torch.Tensor | None = None,
     out_loc: torch.Tensor | None = None,
-) -> None:
+) -> _Plan | None:
     """Rotates the first rotary_dim elements of every head of q and k, in place.
 
     q, k: float32/float16/bfloat16, unit last stride, any other strides, as
@@ -374,10 +459,12 @@ def apply_rope(
     the rotated k and v are also written to slot out_loc[token] of the caches (a
     negative slot stores nothing). On CPU tensors positions and out_loc are
     range-checked; on an XPU they are not (the check would wait for the device).
-    Not differentiable (in place): tensors that require grad raise RuntimeError
-    with grad mode on.
+    Differentiable in q, k and cos_sin_cache (the gradient of the formula, as of
+    torch's in-place ops), except with the KV store: backward then raises a
+    RuntimeError when it reaches what the call wrote.
     """
-    _apply_rope(
+    return _check_rotation(
+        "apply_rope",
         positions,
         q,
         k,
@@ -393,57 +480,7 @@ def apply_rope(
     )
 
 
-_QKNORM_ROPE = "qknorm_rope"
-
-
-def _qknorm_rope_check(
-    positions: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_weight: torch.Tensor | None,
-    k_weight: torch.Tensor | None,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    eps: float = 1e-6,
-    gemma: bool = False,
-    head_size: int | None = None,
-    layout: str = "NHD",
-    v: torch.Tensor | None = None,
-    k_cache: torch.Tensor | None = None,
-    v_cache: torch.Tensor | None = None,
-    out_loc: torch.Tensor | None = None,
-) -> tuple[_Plan, str] | None:
-    op = _QKNORM_ROPE
-    check_tensor(op, "k", k)  # not optional: k is normalized with its own weight
-    if q is k:
-        raise ValueError(f"{op}(): q and k share memory; expected the heads of two tensors")
-    plan = _check_rotation(
-        op,
-        positions,
-        q,
-        k,
-        cos_sin_cache,
-        is_neox,
-        None,
-        head_size,
-        layout,
-        v,
-        k_cache,
-        v_cache,
-        out_loc,
-    )
-    # _check_rotation accepted q's shape: a 2-D q has head_size set.
-    flat = q.dim() == 2
-    head_dim = head_size if flat else q.shape[-1]
-    weight_kind = check_qk_weights(
-        op, q, q_weight, k_weight, head_dim, "head_size" if flat else None
-    )
-    check_number(op, "eps", eps, minimum=0)
-    check_bool(op, "gemma", gemma)
-    return None if plan is None else (plan, weight_kind)
-
-
-def _qknorm_rope_bind(
+def _bind_qknorm_rope(
     plan: tuple[_Plan, str] | None,
     positions,
     q,
@@ -460,7 +497,7 @@ def _qknorm_rope_bind(
     k_cache,
     v_cache,
     out_loc,
-) -> Launch:
+) -> KernelBinding | Launch:
     if plan is None:
         return skip
     rope, weight_kind = plan
@@ -477,28 +514,26 @@ def _qknorm_rope_bind(
         gemma,
         weight_kind,
     )
-    kernel, total_heads = _bind_heads(spec, rope, q, tuned_for)
-    eps_value = float(eps)
+    return _bind_heads(
+        "qknorm_rope",
+        spec,
+        rope,
+        q,
+        k,
+        positions,
+        cos_sin_cache,
+        k_cache,
+        tuned_for,
+        eps=float(eps),
+    )
 
-    def launch(*call: object) -> None:
-        # The metadata between (is_neox .. layout) is bound above.
-        positions, q, k, q_weight, k_weight, cos_sin_cache, *_, v, k_cache, v_cache, out_loc = call
-        args = _launch_args(
-            _QKNORM_ROPE, rope, positions, q, k, cos_sin_cache, v, k_cache, v_cache, out_loc
-        )
-        kernel(*args, total_heads, address(q_weight), address(k_weight), eps_value)
 
-    return launch
-
-
-_qknorm_rope = define_op(
-    _QKNORM_ROPE,
-    _qknorm_rope_check,
-    _qknorm_rope_bind,
+@op(
+    bind=_bind_qknorm_rope,
     mutates=("q", "k", "k_cache", "v_cache"),
+    torch_form=_qknorm_rope_form,
+    without_gradient=("k_cache", "v_cache"),
 )
-
-
 def qknorm_rope(
     positions: torch.Tensor,
     q: torch.Tensor,
@@ -516,7 +551,7 @@ def qknorm_rope(
     k_cache: torch.Tensor | None = None,
     v_cache: torch.Tensor | None = None,
     out_loc: torch.Tensor | None = None,
-) -> None:
+) -> tuple[_Plan, str] | None:
     """qknorm(q, k, q_weight, k_weight, eps, gemma=gemma) then apply_rope(positions, q, k,
     cos_sin_cache, is_neox, ...), in place, in one kernel (one pass over q and k).
 
@@ -529,19 +564,21 @@ def qknorm_rope(
     as apply_rope's. Rounding: the normalized value stays in float32 through the
     rotation and is rounded to q's dtype once; qknorm followed by apply_rope rounds
     it in between, so at float16/bfloat16 the two differ by up to 2 ulps of the
-    larger normalized value of a rotated pair (docs/ops.md). Not differentiable (in
-    place): tensors that require grad raise RuntimeError with grad mode on.
+    larger normalized value of a rotated pair (docs/ops.md). Differentiable as
+    apply_rope, in the weights too.
     """
-    _qknorm_rope(
+    name = "qknorm_rope"
+    check_tensor(name, "k", k)  # not optional: k is normalized with its own weight
+    if q is k:
+        raise ValueError(f"{name}(): q and k share memory; expected the heads of two tensors")
+    plan = _check_rotation(
+        name,
         positions,
         q,
         k,
-        q_weight,
-        k_weight,
         cos_sin_cache,
         is_neox,
-        eps,
-        gemma,
+        None,
         head_size,
         layout,
         v,
@@ -549,3 +586,12 @@ def qknorm_rope(
         v_cache,
         out_loc,
     )
+    # _check_rotation accepted q's shape: a 2-D q has head_size set.
+    flat = q.dim() == 2
+    head_dim = head_size if flat else q.shape[-1]
+    weight_kind = check_qk_weights(
+        name, q, q_weight, k_weight, head_dim, "head_size" if flat else None
+    )
+    check_number(name, "eps", eps, minimum=0)
+    check_bool(name, "gemma", gemma)
+    return None if plan is None else (plan, weight_kind)

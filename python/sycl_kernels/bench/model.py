@@ -1,4 +1,4 @@
-"""sycl_kernels._bench_model: `bench --model CONFIG.json`, a Hugging Face model patched vs not.
+"""sycl_kernels.bench.model: `bench --model CONFIG.json`, a Hugging Face model patched vs not.
 
 The model is built from its config.json with random weights (nothing is downloaded)
 and runs on CPU tensors, so the kernels run on the SYCL CPU device. Per dtype: a
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from . import _runtime, ops
-from ._dtypes import BY_NAME
+from .. import _runtime, ops
+from .._dtypes import BY_NAME
 
 # What integrations.transformers calls, timed for the share.
 _KERNELS = ("rmsnorm", "gemma_rmsnorm", "act_and_mul", "apply_rope")
@@ -102,7 +102,7 @@ def bench_model(
     """HF and patched rows for one config and dtype, and the patch report."""
     import transformers
 
-    from .integrations import transformers as patcher
+    from ..integrations import transformers as patcher
 
     config = transformers.AutoConfig.from_pretrained(config_path)
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""sycl_kernels._bench: `python -m sycl_kernels bench`, every op against torch and the roofline.
+"""sycl_kernels.bench.ops: `python -m sycl_kernels bench`, every op against torch and the roofline.
 
 Four measurements, each side by side in one run (the machine may be shared):
 throughput of every op at LLM shapes against its torch eager form, as GB/s and as
@@ -10,7 +10,6 @@ same kernel); and the latency of getting a kernel (cold compile, disk, memory, A
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import os
 import statistics
@@ -24,19 +23,17 @@ from pathlib import Path
 
 import torch
 
-from . import _runtime, jit, ops
-from ._cases import Case, activation_case, head_case, norm_case, timestep_case
-from ._dtypes import BY_NAME, DTYPES
-from ._timing import alternating_median_seconds, median_seconds
-from .jit.norm import rmsnorm_spec
-from .ops import norm as norm_ops
+from .. import _runtime, jit, ops
+from .._dtypes import BY_NAME, DTYPES
+from ..jit.norm import rmsnorm_spec
+from ..ops import norm as norm_ops
+from . import cases  # noqa: F401  (registers the existing ops' cases)
+from .registry import BENCH_OPS, Case
+from .timing import alternating_median_seconds, median_seconds
 
-NORM_OPS = ("rmsnorm", "gemma_rmsnorm", "fused_add_rmsnorm")
-HEAD_OPS = ("qknorm", "apply_rope")
-# Timed against the unfused ops they replace (their "torch" column), not torch.
-FUSED_OPS = ("qknorm_rope",)
-ACTIVATION_OPS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
-ALL_OPS = (*NORM_OPS, *HEAD_OPS, *FUSED_OPS, *ACTIVATION_OPS, "timestep_embedding")
+# Every op with a registered case (bench/registry.py): the existing ops' (bench/cases.py)
+# and any an op module registers itself (the package imported them all, with ops).
+ALL_OPS = tuple(BENCH_OPS)
 DTYPE_NAMES = {d.torch_dtype: d.short_name for d in DTYPES}
 
 # Enough calls for a stable median, few enough for slow torch shapes.
@@ -111,46 +108,15 @@ def throughput_plan(
     selected: tuple[str, ...], quick: bool
 ) -> Iterator[tuple[str, torch.dtype, str, Callable[[torch.device], Case]]]:
     tokens = (16, 4096) if quick else (1, 16, 256, 4096)
-    hidden = (4096,) if quick else (2048, 4096, 8192)
-    heads = ((32, 8),) if quick else ((32, 8), (8, 8))
     dtypes = (
         (torch.bfloat16, torch.float32) if quick else (torch.float16, torch.bfloat16, torch.float32)
     )
     for op in selected:
-        for dtype in dtypes if op != "timestep_embedding" else (torch.float32,):
+        entry = BENCH_OPS[op]
+        for dtype in entry.dtypes or dtypes:
             for t in tokens:
-                if op in NORM_OPS:
-                    for h in hidden:
-                        yield (
-                            op,
-                            dtype,
-                            f"{t}x{h}",
-                            lambda d, op=op, dtype=dtype, t=t, h=h: norm_case(op, dtype, d, t, h),
-                        )
-                elif op in HEAD_OPS or op in FUSED_OPS:
-                    # GPT-J's interleaved pairs take other memory accesses than NeoX's.
-                    styles = (True, False) if op == "apply_rope" else (True,)
-                    for (q, kv), neox in itertools.product(heads, styles):
-                        yield (
-                            op,
-                            dtype,
-                            f"{t}x({q}+{kv})x128{'' if neox else ' gptj'}",
-                            lambda d, op=op, dtype=dtype, t=t, q=q, kv=kv, neox=neox: head_case(
-                                op, dtype, d, t, q, kv, 128, neox
-                            ),
-                        )
-                elif op in ACTIVATION_OPS:
-                    for h in hidden:
-                        yield (
-                            op,
-                            dtype,
-                            f"{t}x2*{h}",
-                            lambda d, op=op, dtype=dtype, t=t, h=h: activation_case(
-                                op, dtype, d, t, h
-                            ),
-                        )
-                else:
-                    yield op, dtype, f"{t}x256", lambda d, t=t: timestep_case(d, t, 256)
+                for shape, build in entry.shapes(t, quick):
+                    yield op, dtype, shape, functools.partial(build, dtype)
 
 
 COPY_SOURCE = """
@@ -209,13 +175,12 @@ def host_overhead(repeats: int) -> dict[str, float]:
     no_wait = _runtime.host_module().Queue.borrow(queue.address)
     rows = (0, 0, 64)  # row strides (kernels/common/rows.hpp)
     eps = 1e-6
-    plan = norm_ops._rmsnorm.check(x, w, eps, out)
+    plan = norm_ops.rmsnorm.check(x, w, eps, out)
 
     def launch_on(q) -> Callable[[], None]:
-        """The address launch the ops make after their checks, on queue q."""
-        return lambda: kernel._launch_addresses(
-            q, group, group, x.data_ptr(), *rows, w.data_ptr(), out.data_ptr(), *rows, 1, 1, eps
-        )
+        """The bound launch the ops make after their checks, on queue q."""
+        bound = kernel._bind(q, group, group, [(0, 0), *rows, (1, 0), (3, 0), *rows, 1, 1, eps])
+        return lambda: bound(x, w, eps, out)
 
     paths = {
         "sycl_kernels.rmsnorm(x, w, eps, out=out)": lambda: ops.rmsnorm(x, w, eps, out=out),
@@ -223,12 +188,14 @@ def host_overhead(repeats: int) -> dict[str, float]:
             lambda: torch.ops.sycl_kernels.rmsnorm_out(x, w, eps, out)
         ),
         "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, eps),
-        "- checks": lambda: norm_ops._rmsnorm.check(x, w, eps, out),
+        "- checks": lambda: norm_ops.rmsnorm.check(x, w, eps, out),
         "- binding: spec, kernel, metadata arguments": (
-            lambda: norm_ops._rmsnorm.bind(plan, x, w, eps, out)
+            lambda: norm_ops.rmsnorm.bind(plan, x, w, eps, out).launcher(
+                norm_ops.rmsnorm.launch_names
+            )
         ),
         "- of a repeated call, both: the bound launch found by its key": (
-            lambda: norm_ops._rmsnorm.bound_launch((x, w, eps, out))
+            lambda: norm_ops.rmsnorm.bound_launch((x, w, eps, out))
         ),
         "- launch: marshalling, submit, wait": launch_on(queue),
         "  - of which marshalling and submit, without the wait": launch_on(no_wait),
@@ -452,11 +419,9 @@ def run(
         "\nof copy: the SYCL copy kernel's time for as many bytes over ours, the two "
         "called in turn (the roofline above is one larger copy, timed once)."
     )
-    if any(r.op in FUSED_OPS for r in results):
-        print(
-            "\nqknorm_rope's torch column is sycl_kernels.qknorm then apply_rope (the "
-            "unfused ops); its max err, the difference of one rounding and two."
-        )
+    for op in dict.fromkeys(r.op for r in results):
+        if BENCH_OPS[op].note:
+            print(f"\n{BENCH_OPS[op].note}")
     overhead = host_overhead(200 if quick else 2000)
     print("\n## Host overhead: 1 x 64 fp32 rmsnorm, microseconds per call\n")
     print(_table(["path", "us/call"], [[k, f"{v:.1f}"] for k, v in overhead.items()]))

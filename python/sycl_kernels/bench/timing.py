@@ -1,4 +1,4 @@
-"""sycl_kernels._timing: median wall time of a callable, synchronizing the device it runs on."""
+"""sycl_kernels.bench.timing: median wall time of a callable, synchronizing its device."""
 
 from __future__ import annotations
 

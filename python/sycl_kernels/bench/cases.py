@@ -1,26 +1,22 @@
-"""sycl_kernels._cases: each op and its torch eager form on the same tensors, for demo and bench.
+"""sycl_kernels.bench.cases: each op and its torch eager form on the same tensors (bench, demo).
 
-A Case holds two callables over shared inputs (ours, torch's) and the bytes the op
-must move (each tensor read or written once); demo and bench time both and compare
-their results (each with its own tolerance).
+The cases of the existing ops, and their registrations (bench/registry.py): the
+shapes bench times each at, and demo's one.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 import torch
 
-from . import ops
+from .. import ops
+from .registry import BenchOp, Build, Case, bench_rows, register, widths
 
-
-@dataclass(frozen=True)
-class Case:
-    ours: Callable[[], torch.Tensor]
-    theirs: Callable[[], torch.Tensor]
-    bytes_moved: int
+__all__ = ["Case", "activation_case", "head_case", "norm_case", "rope_cache", "timestep_case"]
 
 
 def _bytes(*tensors: torch.Tensor) -> int:
@@ -181,3 +177,75 @@ def timestep_case(device: torch.device, n: int, dim: int) -> Case:
         return torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
 
     return Case(lambda: ops.timestep_embedding(t, dim), theirs, _bytes(t) + n * dim * 4)
+
+
+# The registrations, in the order bench runs them.
+
+for _op in ("rmsnorm", "gemma_rmsnorm", "fused_add_rmsnorm"):
+    bench_rows(_op)(functools.partial(norm_case, _op))
+
+
+def _head_shapes(op: str, tokens: int, quick: bool) -> Iterable[tuple[str, Build]]:
+    heads = ((32, 8),) if quick else ((32, 8), (8, 8))
+    # GPT-J's interleaved pairs take other memory accesses than NeoX's.
+    styles = (True, False) if op == "apply_rope" else (True,)
+    for (q, kv), neox in itertools.product(heads, styles):
+        yield (
+            f"{tokens}x({q}+{kv})x128{'' if neox else ' gptj'}",
+            lambda dtype, device, q=q, kv=kv, neox=neox: head_case(
+                op, dtype, device, tokens, q, kv, 128, neox
+            ),
+        )
+
+
+def _head_demo(op: str, dtype: torch.dtype, device: torch.device) -> Case:
+    return head_case(op, dtype, device, 256, 32, 8, 128)
+
+
+for _op in ("qknorm", "apply_rope"):
+    register(
+        BenchOp(
+            _op,
+            functools.partial(_head_shapes, _op),
+            demo=("256x(32+8)x128", functools.partial(_head_demo, _op)),
+        )
+    )
+# Timed against the unfused ops it replaces (its "torch" column), not torch.
+register(
+    BenchOp(
+        "qknorm_rope",
+        functools.partial(_head_shapes, "qknorm_rope"),
+        note="qknorm_rope's torch column is sycl_kernels.qknorm then apply_rope (the "
+        "unfused ops); its max err, the difference of one rounding and two.",
+    )
+)
+
+
+def _activation_shapes(op: str, tokens: int, quick: bool) -> Iterable[tuple[str, Build]]:
+    for hidden in widths(quick):
+        yield (
+            f"{tokens}x2*{hidden}",
+            lambda dtype, device, hidden=hidden: activation_case(op, dtype, device, tokens, hidden),
+        )
+
+
+def _activation_demo(op: str, dtype: torch.dtype, device: torch.device) -> Case:
+    return activation_case(op, dtype, device, 256, 11008)
+
+
+for _op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"):
+    register(
+        BenchOp(
+            _op,
+            functools.partial(_activation_shapes, _op),
+            demo=("256x2*11008", functools.partial(_activation_demo, _op)),
+        )
+    )
+register(
+    BenchOp(
+        "timestep_embedding",
+        lambda tokens, quick: [(f"{tokens}x256", lambda _, d: timestep_case(d, tokens, 256))],
+        demo=("256x256", lambda _, device: timestep_case(device, 256, 256)),
+        dtypes=(torch.float32,),
+    )
+)
