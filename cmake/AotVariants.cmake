@@ -1,8 +1,8 @@
 # cmake/AotVariants.cmake: compiles the variants of kernels/variants.toml into device images.
 #
-# At configure time sycl_kernels.jit.aot_build computes each variant's compile
+# At configure time sycl_kernels.toolchain.aot_build computes each variant's compile
 # inputs (the ones the JIT hashes) and groups the variants (one group per op and
-# dtype, jit/aot_build.py aot_group says why); at build time one sycl-kernels-compile
+# dtype, toolchain/aot_build.py aot_group says why); at build time one sycl-kernels-compile
 # process per group compiles the group's translation unit into one image per
 # variant, the groups in parallel, each rebuilt only when its request (sources,
 # flags, runtime version) or a header its unit includes changes.
@@ -16,7 +16,7 @@ option(SYCL_KERNELS_AOT_DEVICE_BUILD
 
 set(SYCL_KERNELS_AOT_DIR "${CMAKE_CURRENT_BINARY_DIR}/aot")
 
-# Runs sycl_kernels.jit.aot_build <args> from the source tree (see cmake/aot_build.py).
+# Runs sycl_kernels.toolchain.aot_build <args> from the source tree (see cmake/aot_build.py).
 function(sycl_kernels_aot_build_command out_var)
   set(${out_var} "${Python_EXECUTABLE}" "${PROJECT_SOURCE_DIR}/cmake/aot_build.py" ${ARGN}
     PARENT_SCOPE)
@@ -58,11 +58,12 @@ function(sycl_kernels_add_aot_variants)
     --select ${SYCL_KERNELS_AOT_VARIANTS})
   execute_process(COMMAND ${plan_command} RESULT_VARIABLE plan_result)
   if(NOT plan_result EQUAL 0)
-    message(FATAL_ERROR "sycl_kernels.jit.aot_build plan failed")
+    message(FATAL_ERROR "sycl_kernels.toolchain.aot_build plan failed")
   endif()
   # What shapes the plan: re-plan when any of it changes.
   file(GLOB_RECURSE plan_inputs CONFIGURE_DEPENDS
-    "${PROJECT_SOURCE_DIR}/kernels/*.hpp" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/jit/*.py"
+    "${PROJECT_SOURCE_DIR}/kernels/*.hpp" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/specs/*.py"
+    "${PROJECT_SOURCE_DIR}/python/sycl_kernels/toolchain/*.py"
     "${PROJECT_SOURCE_DIR}/cmake/aot_build.py")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
     "${PROJECT_SOURCE_DIR}/kernels/variants.toml" "${PROJECT_SOURCE_DIR}/python/sycl_kernels/_dtypes.py"

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, settings
 from sycl_kernels import jit
 from sycl_kernels._config import config
 from sycl_kernels.jit import aot, compile_inputs
-from sycl_kernels.jit.sources import KERNELS_DIR
-from sycl_kernels.jit.variants import read_manifest
+from sycl_kernels.specs.variants import read_manifest
+from sycl_kernels.toolchain.sources import KERNELS_DIR
 
 # Property tests (tests/ops/test_properties.py). Each example may compile a variant
 # (~0.7 s), so the number of examples is what bounds their time. "ci" is

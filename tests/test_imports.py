@@ -14,6 +14,7 @@ import ast
 import importlib
 import importlib.util
 import pkgutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -114,9 +115,69 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph(sycl_kernels)
     # The walk reached the subpackages and resolved their relative imports.
-    assert {"sycl_kernels._runtime", "sycl_kernels.jit.cache"} <= graph["sycl_kernels.jit.build"]
+    assert {"sycl_kernels._runtime", "sycl_kernels.jit.cache"} <= graph["sycl_kernels.jit.loader"]
     cycle = find_cycle(graph)
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+# What each build-time layer may import of the package: the catalog (specs) is plain
+# data, the toolchain adds the compile inputs' flags and the compile tool's path.
+# Neither reaches the loader and caches (jit), the ops or torch.
+LAYERS = {
+    "sycl_kernels.specs": {"sycl_kernels.specs", "sycl_kernels._dtypes"},
+    "sycl_kernels.toolchain": {
+        "sycl_kernels.specs",
+        "sycl_kernels.toolchain",
+        "sycl_kernels._build_config",
+        "sycl_kernels._runtime",
+    },
+}
+# write_specs borrows the cache's atomic file writer, imported when it is called.
+LAYER_EXCEPTIONS = {("sycl_kernels.specs.spec", "sycl_kernels.jit.cache")}
+
+
+def test_the_catalog_and_toolchain_import_only_the_layers_below() -> None:
+    graph = import_graph(sycl_kernels)
+    for layer, allowed in LAYERS.items():
+        members = [m for m in graph if m == layer or m.startswith(f"{layer}.")]
+        assert members, layer
+        for module in members:
+            for imported in graph[module]:
+                if (module, imported) in LAYER_EXCEPTIONS:
+                    continue
+                assert any(imported == a or imported.startswith(f"{a}.") for a in allowed), (
+                    f"{module} imports {imported}"
+                )
+
+
+# Imports every module of the catalog and the toolchain as the wheel build does
+# (cmake/aot_build.py: the package's __init__ skipped), with torch unimportable.
+TORCH_FREE = """
+import importlib, pkgutil, sys, types
+sys.modules["torch"] = None
+package = types.ModuleType("sycl_kernels")
+package.__path__ = [sys.argv[1]]
+sys.modules["sycl_kernels"] = package
+for layer in ("specs", "toolchain"):
+    for info in pkgutil.iter_modules(importlib.import_module(f"sycl_kernels.{layer}").__path__):
+        importlib.import_module(f"sycl_kernels.{layer}.{info.name}")
+from sycl_kernels.specs.variants import spec_factories
+assert spec_factories(), "no spec factory registered"
+print(" ".join(sorted(m for m in sys.modules if m.startswith("sycl_kernels"))))
+"""
+
+
+def test_the_catalog_and_toolchain_import_without_torch() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", TORCH_FREE, str(Path(sycl_kernels.__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = set(result.stdout.split())
+    assert {"sycl_kernels.specs.norm", "sycl_kernels.toolchain.aot_build"} <= loaded
+    assert not {m for m in loaded if m.startswith(("sycl_kernels.jit", "sycl_kernels.ops"))}
 
 
 def test_a_cycle_through_a_deferred_import_is_found(

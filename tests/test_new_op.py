@@ -13,7 +13,7 @@ import pytest
 import sycl_kernels
 from sycl_kernels import _new_op
 from sycl_kernels.__main__ import main
-from sycl_kernels.jit.sources import KERNELS_DIR
+from sycl_kernels.toolchain.sources import KERNELS_DIR
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(sycl_kernels.__file__).resolve().parent

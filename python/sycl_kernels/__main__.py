@@ -21,16 +21,17 @@ from .bench.model import run as run_model_bench
 from .bench.ops import ALL_OPS, Result, measure
 from .bench.ops import run as run_bench
 from .bench.registry import BENCH_OPS, BenchOp
-from .jit import aot, compiler, stats
+from .jit import aot, stats
 from .jit.batch import precompile
 from .jit.bundle import export_bundle, import_bundle
 from .jit.cache import disk_cache, shared_caches, writable_by_others
-from .jit.compiler import KernelCompileError
-from .jit.model_variants import config_dtype, model_specs
 from .jit.native import native_cache, shared_native_caches
-from .jit.sources import KERNELS_DIR
-from .jit.spec import TUNINGS, KernelSpec, read_specs
-from .jit.variants import read_manifest
+from .specs.model_variants import config_dtype, model_specs
+from .specs.spec import TUNINGS, KernelSpec, read_specs
+from .specs.variants import read_manifest
+from .toolchain import compiler
+from .toolchain.compiler import KernelCompileError
+from .toolchain.sources import KERNELS_DIR
 
 DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
 DEMO_DTYPES = tuple(d.torch_dtype for d in DTYPES)

@@ -3,7 +3,7 @@
 CMake writes the file (cmake/DeviceFlags.cmake): the device compiler and its flag
 set, and per runtime line the intel-sycl-rt release it was built against and that
 line's own flags. Both the runtime bootstrap (_runtime, naming the lines) and the
-JIT (jit/sources.py, hashing the flags) read it, so it sits below both; torch-free.
+JIT (toolchain/sources.py, hashing the flags) read it, so it sits below both; torch-free.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class NewFile:
 NEW_FILES = (
     NewFile("kernels/{name}/{name}.hpp", "kernel.hpp.tmpl", "the kernel (device code)"),
     NewFile(
-        "python/sycl_kernels/jit/{name}.py",
+        "python/sycl_kernels/specs/{name}.py",
         "spec.py.tmpl",
         "its KernelSpec, and its spec factory for the manifest",
     ),
@@ -135,7 +135,7 @@ def _taken_in_process(name: str) -> str | None:
     """Why the package this process imported has `name` already, or None."""
     import torch
 
-    from .jit.variants import spec_factories
+    from .specs.variants import spec_factories
 
     if hasattr(sys.modules[__package__], name):
         return f"sycl_kernels.{name} exists"

@@ -16,11 +16,11 @@ import torch
 from sycl_kernels import _runtime
 from sycl_kernels._build_config import read_build_config
 from sycl_kernels._dtypes import BY_NAME
-from sycl_kernels.jit import aot, build, compile_inputs
-from sycl_kernels.jit.norm import rmsnorm_spec
-from sycl_kernels.jit.sources import KERNELS_DIR
-from sycl_kernels.jit.spec import TUNINGS
-from sycl_kernels.jit.variants import read_manifest, spec_for
+from sycl_kernels.jit import aot, compile_inputs, loader
+from sycl_kernels.specs.norm import rmsnorm_spec
+from sycl_kernels.specs.spec import TUNINGS
+from sycl_kernels.specs.variants import read_manifest, spec_for
+from sycl_kernels.toolchain.sources import KERNELS_DIR
 
 from tests import references
 
@@ -112,12 +112,12 @@ def test_every_manifest_variant_loads_with_the_jit_off(fresh_cache: Path) -> Non
     script = (
         "import json, sycl_kernels\n"
         "from sycl_kernels import _runtime\n"
-        "from sycl_kernels.jit import aot, build\n"
-        "from sycl_kernels.jit.variants import spec_for\n"
+        "from sycl_kernels.jit import aot, loader\n"
+        "from sycl_kernels.specs.variants import spec_for\n"
         "queue = _runtime.cpu_queue()\n"
-        "names = [build.get_kernel(spec_for(e['op'], e['params']), queue).name\n"
+        "names = [loader.get_kernel(spec_for(e['op'], e['params']), queue).name\n"
         "         for e in aot.manifest().values()]\n"
-        "print(json.dumps([names, list(aot.manifest()), vars(build.stats())]))\n"
+        "print(json.dumps([names, list(aot.manifest()), vars(loader.stats())]))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script],
@@ -158,11 +158,11 @@ def _load_and_check(name_hidden: int) -> None:
     """Loads rmsnorm_fp32_h<hidden>_cpu through the lookup and checks it computes rmsnorm."""
     spec = rmsnorm_spec(BY_NAME["fp32"], name_hidden, "cpu")
     queue = _runtime.cpu_queue()
-    before = build.stats().compiles
-    (kernel,) = build.load_kernels(
+    before = loader.stats().compiles
+    (kernel,) = loader.load_kernels(
         compile_inputs(spec), queue, [(spec.name, spec.signature, spec.group_size)]
     )
-    assert build.stats().compiles == before + 1, "the JIT should have compiled instead"
+    assert loader.stats().compiles == before + 1, "the JIT should have compiled instead"
     x, weight = torch.randn(2, name_hidden), torch.randn(name_hidden)
     out = torch.empty_like(x)
     rows = (0, 0, name_hidden)  # row strides (kernels/common/rows.hpp)

@@ -1,4 +1,4 @@
-"""The AOT build's steps (jit/aot_build.py): variants compiled in groups, one image each."""
+"""The AOT build's steps (toolchain/aot_build.py): variants compiled in groups, one image each."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import torch
 from sycl_kernels import _runtime
 from sycl_kernels._build_config import BUILD_CONFIG_FILE
 from sycl_kernels._dtypes import BY_NAME
-from sycl_kernels.jit import compile_inputs, compiler
-from sycl_kernels.jit.aot_build import manifest, plan
-from sycl_kernels.jit.norm import rmsnorm_spec
-from sycl_kernels.jit.sources import KERNELS_DIR
-from sycl_kernels.jit.variants import read_manifest
+from sycl_kernels.jit import compile_inputs
+from sycl_kernels.specs.norm import rmsnorm_spec
+from sycl_kernels.specs.variants import read_manifest
+from sycl_kernels.toolchain import compiler
+from sycl_kernels.toolchain.aot_build import manifest, plan
+from sycl_kernels.toolchain.sources import KERNELS_DIR
 
 from tests import references
 

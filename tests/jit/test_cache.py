@@ -22,7 +22,7 @@ from sycl_kernels._config import config
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import cache as cache_module
 from sycl_kernels.jit.cache import ENTRY_SUFFIX, disk_cache
-from sycl_kernels.jit.norm import rmsnorm_spec
+from sycl_kernels.specs.norm import rmsnorm_spec
 
 from tests import references
 
@@ -44,7 +44,7 @@ def _rmsnorm_checked(hidden: int) -> None:
 
 def _forget_loaded() -> None:
     """Drops this process's loaded kernels, so the next lookup goes to the disk."""
-    jit.build._loaded.clear()
+    jit.loader._loaded.clear()
 
 
 def _run(script: str, env: dict[str, str] | None = None) -> dict:
@@ -165,7 +165,7 @@ def test_in_memory_hit_touches_no_disk(monkeypatch) -> None:
         raise AssertionError("a loaded kernel must not go to the disk")
 
     monkeypatch.setattr(cache_module.DiskCache, "load", no_disk)
-    monkeypatch.setattr(jit.build, "compile_inputs", no_disk)
+    monkeypatch.setattr(jit.loader, "compile_inputs", no_disk)
     before = jit.stats().hits
     _rmsnorm_checked(UNCACHED_HIDDEN + 4)
     assert jit.stats().hits == before + 1

@@ -11,8 +11,8 @@ import pytest
 import torch
 from sycl_kernels import _runtime, jit
 from sycl_kernels._dtypes import BY_NAME
-from sycl_kernels.jit import compiler
-from sycl_kernels.jit.norm import rmsnorm_spec
+from sycl_kernels.specs.norm import rmsnorm_spec
+from sycl_kernels.toolchain import compiler
 
 from tests import references
 

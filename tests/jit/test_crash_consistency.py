@@ -15,7 +15,7 @@ import pytest
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import compile_inputs
 from sycl_kernels.jit.cache import ENTRY_SUFFIX, DiskCache, decode
-from sycl_kernels.jit.norm import rmsnorm_spec
+from sycl_kernels.specs.norm import rmsnorm_spec
 
 from tests.jit.test_cache import STATS_AFTER_RMSNORM, _run
 
@@ -27,9 +27,9 @@ KILLED_CHILD = f"""
 import os, signal, sys
 from unittest import mock
 import torch, sycl_kernels
-from sycl_kernels.jit import build, cache
+from sycl_kernels.jit import cache, loader
 
-real_compile, real_replace, real_encode = build.compile_image, os.replace, cache.encode
+real_compile, real_replace, real_encode = loader.compile_image, os.replace, cache.encode
 
 def die(*args):
     os.kill(os.getpid(), signal.SIGKILL)
@@ -47,8 +47,8 @@ def publish_then_die(src, dst):
     die()
 
 patches = {{
-    "during_compile": [mock.patch.object(build, "compile_image", die)],
-    "after_compile": [mock.patch.object(build, "compile_image", compile_then_die)],
+    "during_compile": [mock.patch.object(loader, "compile_image", die)],
+    "after_compile": [mock.patch.object(loader, "compile_image", compile_then_die)],
     "mid_write": [mock.patch.object(cache, "encode", half_entry), mock.patch("os.fsync", die)],
     "before_publish": [mock.patch("os.replace", die)],
     "after_publish": [mock.patch("os.replace", publish_then_die)],

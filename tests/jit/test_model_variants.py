@@ -1,12 +1,12 @@
-"""sycl_kernels.jit.model_variants: a config.json -> the variants a patched model calls."""
+"""sycl_kernels.specs.model_variants: a config.json -> the variants a patched model calls."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from sycl_kernels._dtypes import BY_NAME
-from sycl_kernels.jit.model_variants import MODEL_FAMILIES, config_dtype, model_specs
-from sycl_kernels.jit.spec import KernelSpec
+from sycl_kernels.specs.model_variants import MODEL_FAMILIES, config_dtype, model_specs
+from sycl_kernels.specs.spec import KernelSpec
 
 from tests.conftest import unkept_launches
 

@@ -11,9 +11,9 @@ import torch
 from sycl_kernels import _runtime, jit
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import KernelCompileError, KernelSpec, compile_image, compile_inputs
-from sycl_kernels.jit.activation import act_and_mul_spec
 from sycl_kernels.jit.cache import disk_cache
-from sycl_kernels.jit.norm import rmsnorm_spec
+from sycl_kernels.specs.activation import act_and_mul_spec
+from sycl_kernels.specs.norm import rmsnorm_spec
 
 from tests import references
 

@@ -13,7 +13,7 @@ from sycl_kernels.__main__ import main
 from sycl_kernels._config import config
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit.cache import disk_cache
-from sycl_kernels.jit.norm import rmsnorm_spec
+from sycl_kernels.specs.norm import rmsnorm_spec
 
 from tests.jit.test_cache import _forget_loaded, _rmsnorm_checked
 

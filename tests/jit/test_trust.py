@@ -21,11 +21,11 @@ from sycl_kernels.__main__ import main
 from sycl_kernels._config import config
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import native
-from sycl_kernels.jit.build import cached_or_compiled
 from sycl_kernels.jit.cache import MAX_IMAGE_BYTES, CorruptEntry, DiskCache, read_entry
-from sycl_kernels.jit.compiler import request_text
-from sycl_kernels.jit.norm import rmsnorm_spec
-from sycl_kernels.jit.sources import include_tree
+from sycl_kernels.jit.loader import cached_or_compiled
+from sycl_kernels.specs.norm import rmsnorm_spec
+from sycl_kernels.toolchain.compiler import request_text
+from sycl_kernels.toolchain.sources import include_tree
 
 from tests.conftest import unkept_launches
 from tests.jit.test_cache import _forget_loaded, _rmsnorm_checked

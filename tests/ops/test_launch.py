@@ -9,8 +9,8 @@ import torch
 from sycl_kernels import _runtime
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import get_kernel
-from sycl_kernels.jit.norm import rmsnorm_spec
 from sycl_kernels.ops._launch import Address, bind_kernel
+from sycl_kernels.specs.norm import rmsnorm_spec
 
 from tests import references
 

@@ -21,7 +21,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from sycl_kernels import _dtypes as dtype_table
 from sycl_kernels import _runtime
-from sycl_kernels.jit import spec
+from sycl_kernels.specs import spec
 
 from tests import references
 

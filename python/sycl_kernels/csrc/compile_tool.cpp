@@ -15,7 +15,7 @@
 // reports instead of the end of the caller, and the compiler's memory goes when
 // it exits.
 //
-// The request (written by sycl_kernels.jit.compiler) has tab-separated lines:
+// The request (written by sycl_kernels.toolchain.compiler) has tab-separated lines:
 // "source <path>", "header <include name> <path>", "option <flag>",
 // "image <kernel name> <path>" (--per-kernel); '#' starts a comment. Images are
 // written to a temporary file and renamed into place, so an interrupted build never

@@ -57,7 +57,7 @@ from transformers.activations import GELUActivation, GELUTanh, NewGELUActivation
 from transformers.integrations.moe import _default_apply_gate
 
 from .. import ops
-from ..jit.model_variants import MODEL_FAMILIES, ModelFamily, NormStyle
+from ..specs.model_variants import MODEL_FAMILIES, ModelFamily, NormStyle
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -70,7 +70,7 @@ _ACTIVATIONS: dict[type, str] = {
     NewGELUActivation: "gelu_tanh",
 }
 
-# model_type -> family: the one table, kept torch-free in jit.model_variants for
+# model_type -> family: the one table, kept torch-free in specs.model_variants for
 # `precompile --model`, which names the kernels these patches launch.
 FAMILIES: dict[str, ModelFamily] = MODEL_FAMILIES
 

@@ -9,14 +9,15 @@ import logging
 import warnings
 from pathlib import Path
 
-from .sources import IMAGE_FORMAT, PACKAGE_DIR, CompileInputs
+from ..toolchain.sources import (
+    IMAGE_FORMAT,
+    MANIFEST_NAME,
+    PACKAGE_DIR,
+    SPIRV_TARGET,
+    CompileInputs,
+)
 
 AOT_DIR = PACKAGE_DIR / "aot"
-MANIFEST_NAME = "manifest.json"
-
-# SPIR-V is consumed by every SYCL device (OpenCL CPU, Level Zero GPU), so this
-# target is not tied to the device that built it.
-SPIRV_TARGET = "spir64"
 
 log = logging.getLogger("sycl_kernels")
 

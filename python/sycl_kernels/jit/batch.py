@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 from .. import _runtime
 from .._config import config
+from ..specs.spec import KernelSpec
+from ..toolchain.compiler import KernelCompileError
+from ..toolchain.sources import CompileInputs, compile_inputs
 from . import aot
-from .build import compile_image, compile_images, from_shared_caches
 from .cache import disk_cache
-from .compiler import KernelCompileError
-from .sources import CompileInputs, compile_inputs
-from .spec import KernelSpec
+from .loader import compile_image, compile_images, from_shared_caches
 
 # Kernels per compile: big enough that starting the compiler is a small part of
 # it, small enough that there are groups for every core.

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .. import _runtime
-from .build import cached_or_compiled, load_kernels
-from .sources import KERNELS_DIR, CompileInputs, source_inputs
-from .spec import TEMPLATE_ARGUMENT
+from ..specs.spec import TEMPLATE_ARGUMENT
+from ..toolchain.sources import KERNELS_DIR, CompileInputs, source_inputs
+from .loader import cached_or_compiled, load_kernels
 
 _EXTERN_KERNEL = re.compile(
     r'extern\s+"C"\s*(?:SYCL_EXT_ONEAPI_FUNCTION_PROPERTY\s*\(\(.*?\)\)\s*)+'

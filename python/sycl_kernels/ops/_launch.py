@@ -17,7 +17,7 @@ import torch
 
 from .. import _runtime
 from ..jit import get_kernel
-from ..jit.spec import KernelSpec
+from ..specs.spec import KernelSpec
 
 Launch = Callable[..., None]
 """An op's launch bound to one metadata (ops/_op.py): it takes the op's arguments,

@@ -13,8 +13,8 @@ import torch
 
 from .. import _runtime
 from .._dtypes import DType
-from ..jit.activation import ACTIVATIONS, act_and_mul_spec
-from ..jit.spec import leading_row_values
+from ..specs.activation import ACTIVATIONS, act_and_mul_spec
+from ..specs.spec import leading_row_values
 from ._checks import (
     RowEntries,
     RowLayout,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..jit.diffusion import timestep_embedding_spec
+from ..specs.diffusion import timestep_embedding_spec
 from ._checks import check_bool, check_int, check_number, check_tensor
 from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
 from ._op import op

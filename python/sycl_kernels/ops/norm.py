@@ -13,13 +13,13 @@ import torch
 
 from .. import _runtime
 from .._dtypes import DType
-from ..jit.norm import (
+from ..specs.norm import (
     fused_add_rmsnorm_spec,
     qknorm_heads_per_group,
     qknorm_spec,
     rmsnorm_spec,
 )
-from ..jit.spec import leading_row_values
+from ..specs.spec import leading_row_values
 from ._checks import (
     Meta,
     RowEntries,
@@ -48,7 +48,7 @@ def _check_weight(
     why: str | None = None,
 ) -> str:
     """Checks a norm weight of `width` elements (`why`: where that width comes from, by
-    default x's last dimension); returns its kind (jit.norm.WEIGHT_KINDS)."""
+    default x's last dimension); returns its kind (specs.norm.WEIGHT_KINDS)."""
     if weight is None:
         return "none"
     shape, strides = tensor_meta(op, name, weight)

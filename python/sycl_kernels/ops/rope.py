@@ -11,8 +11,8 @@ import torch
 
 from .. import _runtime
 from .._dtypes import DType
-from ..jit.rope import heads_per_group, qknorm_rope_spec, rope_spec
-from ..jit.spec import KernelSpec
+from ..specs.rope import heads_per_group, qknorm_rope_spec, rope_spec
+from ..specs.spec import KernelSpec
 from ._checks import (
     check_bool,
     check_float_dtype,
@@ -246,7 +246,7 @@ def _bind_heads(
     **values: object,
 ) -> KernelBinding:
     """spec's kernel bound to its work-groups over plan's heads (as rope.hpp numbers
-    them, jit.rope.heads_per_group to a group), with the arguments rope.hpp's kernels
+    them, specs.rope.heads_per_group to a group), with the arguments rope.hpp's kernels
     share (qknorm_rope's begin with them) and `values`."""
     batch, seq, num_q_heads, head_dim = plan.q[0]
     num_k_heads = 0 if plan.k is None else plan.k[0][2]
@@ -281,7 +281,7 @@ def _bind_heads(
 
 
 def _head_strides(tensor: str, strides: tuple[int, ...]) -> dict[str, int]:
-    """A tensor's [batch, seq, heads] strides by parameter name (jit/rope.py)."""
+    """A tensor's [batch, seq, heads] strides by parameter name (specs/rope.py)."""
     return {
         f"{tensor}_{dim}_stride": stride
         for dim, stride in zip(("batch", "seq", "head"), strides, strict=False)

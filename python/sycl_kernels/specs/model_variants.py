@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.model_variants: the kernel variants a patched Hugging Face model calls.
+"""sycl_kernels.specs.model_variants: the kernel variants a patched Hugging Face model calls.
 
 `model_specs(config, dtype, tuned_for)` reads a config.json's dict and returns the
 specs that the ops ask for when `sycl_kernels.integrations.transformers.patch`

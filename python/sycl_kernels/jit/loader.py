@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.build: compile inputs -> device image -> loaded kernel, through every cache.
+"""sycl_kernels.jit.loader: compile inputs -> device image -> loaded kernel, through every cache.
 
 Lookup order: this process's loaded kernels, the wheel's AOT images, the private
 disk cache, the shared read-only caches, and last the device compiler (under the
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from .. import _runtime
 from .._config import config
+from ..specs.spec import KernelSpec
+from ..toolchain.compiler import compile_group_out_of_process, compile_out_of_process
+from ..toolchain.sources import CompileInputs, compile_inputs
 from . import aot, native
 from .cache import disk_cache, shared_caches
-from .compiler import compile_group_out_of_process, compile_out_of_process
-from .sources import CompileInputs, compile_inputs
-from .spec import KernelSpec
 
 log = logging.getLogger("sycl_kernels")
 

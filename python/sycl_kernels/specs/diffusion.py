@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.diffusion: specs of the diffusion kernels (kernels/diffusion/)."""
+"""sycl_kernels.specs.diffusion: specs of the diffusion kernels (kernels/diffusion/)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.rope: specs of the rotary embedding kernels (kernels/rope/), QK-norm's too."""
+"""sycl_kernels.specs.rope: specs of the rotary embedding kernels (kernels/rope/), QK-norm's too."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def qknorm_rope_spec(
     weight: str = "dtype",
 ) -> KernelSpec:
     """rope_spec's kernel after qknorm_spec's norm (kernels/rope/qknorm_rope.hpp); weight as
-    qknorm_spec's (jit.norm.WEIGHT_KINDS)."""
+    qknorm_spec's (specs.norm.WEIGHT_KINDS)."""
     cache_type = _cache_type(cache)
     weight_type, weight_suffix = norm_weight(dtype, weight)
     threads = _group_size(head_dim // 2, head_dim, rotary_dim, tuned_for)

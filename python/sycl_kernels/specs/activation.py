@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.activation: specs of the gated activations (kernels/activation/gated.hpp)."""
+"""sycl_kernels.specs.activation: specs of the gated activations (kernels/activation/gated.hpp)."""
 
 from __future__ import annotations
 

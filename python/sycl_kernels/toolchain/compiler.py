@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.compiler: runs the device compiler (sycl-kernels-compile) as a process.
+"""sycl_kernels.toolchain.compiler: runs the device compiler (sycl-kernels-compile) as a process.
 
 A compile in a process of its own cannot take the caller down: the compiler and
 the device backend it drives have crashed on valid kernels before, and a crash,

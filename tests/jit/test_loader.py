@@ -15,8 +15,8 @@ from sycl_kernels.jit import (
     compile_inputs,
     get_kernel,
 )
-from sycl_kernels.jit.norm import rmsnorm_spec
-from sycl_kernels.jit.sources import include_tree
+from sycl_kernels.specs.norm import rmsnorm_spec
+from sycl_kernels.toolchain.sources import include_tree
 
 from tests import references
 

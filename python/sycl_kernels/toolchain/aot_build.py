@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.aot_build: the wheel build's AOT steps, run by CMake (cmake/AotVariants.cmake).
+"""sycl_kernels.toolchain.aot_build: the wheel build's AOT steps, run by cmake/AotVariants.cmake.
 
     python cmake/aot_build.py plan --kernels-dir D --build-config F --out-dir O [--select GLOB ...]
     python cmake/aot_build.py manifest --out-dir O
@@ -20,10 +20,9 @@ import json
 from pathlib import Path
 
 from .._build_config import read_build_config
-from .aot import MANIFEST_NAME, SPIRV_TARGET
+from ..specs.variants import Variant, read_manifest
 from .compiler import request_text
-from .sources import CompileInputs, compile_inputs, source_inputs
-from .variants import Variant, read_manifest
+from .sources import MANIFEST_NAME, SPIRV_TARGET, CompileInputs, compile_inputs, source_inputs
 
 PLAN_NAME = "plan.json"
 

@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.variants: the AOT variant manifest (kernels/variants.toml) turned into specs."""
+"""sycl_kernels.specs.variants: the AOT variant manifest (kernels/variants.toml) as specs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.sources: what a kernel is compiled from (source, headers, flags), hashed."""
+"""sycl_kernels.toolchain.sources: a kernel's compile inputs (source, headers, flags), hashed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import _runtime
 from .._build_config import read_build_config
-from .spec import KernelSpec
+from ..specs.spec import KernelSpec
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 KERNELS_DIR = PACKAGE_DIR / "kernels"
@@ -20,6 +20,14 @@ KERNELS_DIR = PACKAGE_DIR / "kernels"
 # The format every image is produced in; part of the hash so a future native
 # format never collides with it.
 IMAGE_FORMAT = "spirv"
+
+# SPIR-V is consumed by every SYCL device (OpenCL CPU, Level Zero GPU), so this
+# target is not tied to the device that built it.
+SPIRV_TARGET = "spir64"
+
+# The bundled images' index, written by the AOT build (toolchain.aot_build) and read
+# by the runtime (jit.aot).
+MANIFEST_NAME = "manifest.json"
 
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 

@@ -1,4 +1,4 @@
-"""sycl_kernels.jit.norm: specs of the norm kernels (kernels/norm/), for ops and AOT build."""
+"""sycl_kernels.specs.norm: specs of the norm kernels (kernels/norm/), for ops and AOT build."""
 
 from __future__ import annotations
 
