@@ -30,6 +30,7 @@ _TEST_FILES = (
     "ops/cases.py",
     "ops/test_bad_inputs.py",
     "ops/test_library.py",
+    "ops/test_every_op_once.py",
 )
 
 
@@ -75,7 +76,8 @@ def test_new_op_passes_its_tests_as_written(tree: Path) -> None:
         text=True,
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    for test_file in (f"test_{NAME}.py", "test_bad_inputs.py", "test_library.py"):
+    suite_wide = ("test_bad_inputs.py", "test_library.py", "test_every_op_once.py")
+    for test_file in (f"test_{NAME}.py", *suite_wide):
         assert f"tests/ops/{test_file}::" in run.stdout, f"none of {test_file} ran"
 
 

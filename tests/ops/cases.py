@@ -4,7 +4,10 @@ An op's test file (tests/ops/test_<op>.py) calls `register` with
 - its bad inputs, an OpCase: valid arguments and, for each argument, the wrong values
   it must reject; tests/ops/test_bad_inputs.py runs every one through every entry point;
 - its opcheck samples: valid calls of the custom ops it defines (``<op>`` and
-  ``<op>_out``); tests/ops/test_library.py opchecks each.
+  ``<op>_out``); tests/ops/test_library.py opchecks each;
+- its run-once case, a call against its reference in each dtype at a size no
+  manifest variant has; tests/ops/test_every_op_once.py runs it (on every runtime
+  line, .ci/runtime-line). The ops that predate this hook keep theirs in that file.
 
 So a new op joins both with its test file alone. The readers call `load()`, which
 imports every test file of tests/ops: whichever files pytest was given, the tables
@@ -106,12 +109,30 @@ class OpCase:
 OpcheckSamples = Callable[[], list[tuple[str, tuple]]]
 """() -> (custom op name, arguments in schema order) for each call to opcheck."""
 
+
+@dataclass(frozen=True)
+class OnceCase:
+    run: Callable[[Callable[..., object], torch.dtype], None]
+    """(the op, a dtype) -> calls the op once and checks it against its reference."""
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
+
+
 _BAD_INPUTS: dict[str, OpCase] = {}
 _OPCHECK: list[OpcheckSamples] = []
+_ONCE: dict[str, OnceCase] = {}
 
 
-def register(*bad_inputs: OpCase, opcheck: OpcheckSamples | None = None) -> None:
-    """Adds an op's bad inputs (an OpCase per public op) and opcheck samples."""
+def register(
+    *bad_inputs: OpCase,
+    opcheck: OpcheckSamples | None = None,
+    once: dict[str, OnceCase] | None = None,
+) -> None:
+    """Adds an op's bad inputs (an OpCase per public op), opcheck samples and run-once
+    cases (by public op name)."""
+    for name in once or {}:
+        if name in _ONCE:
+            raise ValueError(f"{name}: a run-once case registered twice")
+    _ONCE.update(once or {})
     for case in bad_inputs:
         unknown = {k for kinds in case.tensors.values() for k in kinds.split()}
         unknown -= set(TENSOR_MUTATIONS)
@@ -149,3 +170,9 @@ def opcheck_samples() -> list[tuple[str, tuple]]:
     load()
     samples = [sample for make in _OPCHECK for sample in make()]
     return sorted(samples, key=lambda sample: sample[0])
+
+
+def once_cases() -> dict[str, OnceCase]:
+    """Every registered run-once case, by op name."""
+    load()
+    return dict(_ONCE)
