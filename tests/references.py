@@ -63,19 +63,172 @@ def rope_cache(max_position: int, rotary_dim: int, base: float = 10000.0) -> tor
     return torch.cat([angles.cos(), angles.sin()], dim=-1).float()
 
 
+def activation(name: str, x: torch.Tensor) -> torch.Tensor:
+    """act(x) in float64: "silu", "gelu" (erf), "gelu_tanh" (tanh approximation),
+    "gelu_quick" (x * sigmoid(1.702 x))."""
+    a = x.double()
+    # gelu as a * Phi(a) with Phi from erfc, and 0.5 * (1 + tanh(z)) as sigmoid(2z):
+    # 1 + erf and 1 + tanh cancel to 0 far below zero even in float64.
+    if name == "silu":
+        return a / (1 + torch.exp(-a))
+    if name == "gelu":
+        return 0.5 * a * torch.special.erfc(-a / math.sqrt(2))
+    if name == "gelu_tanh":
+        return a * torch.sigmoid(2 * math.sqrt(2 / math.pi) * (a + 0.044715 * a**3))
+    if name == "gelu_quick":
+        return a * torch.sigmoid(1.702 * a)
+    raise ValueError(f"no reference activation {name!r}")
+
+
 def act_and_mul(op: str, x: torch.Tensor) -> torch.Tensor:
     x64 = x.double()
     d = x.shape[-1] // 2
     a, b = x64[..., :d], x64[..., d:]
-    # gelu as a * Phi(a) with Phi from erfc, and 0.5 * (1 + tanh(z)) as sigmoid(2z):
-    # 1 + erf and 1 + tanh cancel to 0 far below zero even in float64.
-    if op == "silu_and_mul":
-        act = a / (1 + torch.exp(-a))
-    elif op == "gelu_and_mul":
-        act = 0.5 * a * torch.special.erfc(-a / math.sqrt(2))
-    else:
-        act = a * torch.sigmoid(2 * math.sqrt(2 / math.pi) * (a + 0.044715 * a**3))
-    return act * b
+    return activation(op.removesuffix("_and_mul"), a) * b
+
+
+def fatrelu_and_mul(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    """(gate if gate > threshold else 0) * up, gate and up the halves of x."""
+    gate, up = x.double().chunk(2, dim=-1)
+    return torch.where(gate > threshold, gate, 0.0) * up
+
+
+def swigluoai_and_mul(x: torch.Tensor, alpha: float = 1.702, limit: float = 7.0) -> torch.Tensor:
+    """gpt-oss's clamped SwiGLU: gate x[..., 0::2] clamped to at most limit, up
+    x[..., 1::2] to [-limit, limit]; (up + 1) * gate * sigmoid(alpha * gate)."""
+    x64 = x.double()
+    gate = x64[..., 0::2].clamp(max=limit)
+    up = x64[..., 1::2].clamp(-limit, limit)
+    return (up + 1) * gate * torch.sigmoid(alpha * gate)
+
+
+# Quantization (sycl_kernels.ops.quant): a float32 scale per group of a row's values.
+
+QUANT_MAX = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}
+
+
+def default_scale_min(qdtype: torch.dtype) -> float:
+    """vLLM's minimum dynamic scale, 1 / (qmax * 512) computed in float32."""
+    return (torch.tensor(1.0) / (QUANT_MAX[qdtype] * 512)).item()
+
+
+def ue8m0(scale: torch.Tensor) -> torch.Tensor:
+    """The smallest power of two at or above each float32 scale, at least 2**-126
+    (infinity stays)."""
+    scale = torch.clamp(scale.float(), min=2.0**-126)
+    mantissa, exponent = torch.frexp(scale)  # scale = mantissa * 2**exponent, mantissa in [0.5, 1)
+    exponent = exponent - (mantissa == 0.5).int()
+    power = torch.ldexp(torch.ones_like(scale), exponent.float())
+    return torch.where(torch.isinf(scale), scale, power)
+
+
+def group_scales(scale: torch.Tensor, lead: tuple, hidden: int) -> torch.Tensor:
+    """A static scale in any of its forms (one element; [..., G] with x's leading
+    dimensions; for 2-D x [R, G], blocks of rows / R rows) as [*lead, G]."""
+    scale = scale.float()
+    if scale.numel() == 1:
+        return scale.reshape(1).expand(*lead, 1)
+    if scale.dim() == 2 and len(lead) == 1 and scale.shape[0] != lead[0]:
+        return scale.repeat_interleave(lead[0] // scale.shape[0], dim=0)
+    return scale
+
+
+def quantize(
+    values: torch.Tensor, scales: torch.Tensor, qdtype: torch.dtype, truncate: bool = False
+) -> torch.Tensor:
+    """values [..., H] (float32, any float type converted) quantized with scales [..., G]
+    (a scale per H / G values): v * (1 / s), the reciprocal in float32 (0 for s == 0),
+    then fp8: clamped to +-448 and cast (to nearest even; NaN stays NaN); int8:
+    clamped to [-128, 127], rounded to nearest even or toward zero, NaN to 0."""
+    v = values.float()
+    s = scales.float()
+    inverse = torch.where(s == 0, torch.zeros_like(s), 1.0 / s)
+    inverse = inverse.repeat_interleave(v.shape[-1] // s.shape[-1], dim=-1)
+    q = v * inverse
+    if qdtype == torch.float8_e4m3fn:
+        return q.clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    q = q.clamp(-128.0, 127.0)
+    q = torch.trunc(q) if truncate else torch.round(q)
+    return torch.nan_to_num(q, nan=0.0).to(torch.int8)
+
+
+def absmax(values: torch.Tensor) -> torch.Tensor:
+    """|values| with NaN as 0 (the absolute maximum ignores NaN), as float32."""
+    a = values.float().abs()
+    return torch.where(torch.isnan(a), torch.zeros_like(a), a)
+
+
+def dynamic_scale(
+    amax: torch.Tensor,
+    qdtype: torch.dtype,
+    scale_ub: torch.Tensor | None = None,
+    scale_min: float | None = None,
+    round_to_ue8m0: bool = False,
+) -> torch.Tensor:
+    """max(min(amax, scale_ub) / qmax, scale_min) in float32 (scale_min None: vLLM's),
+    rounded up to a power of two with round_to_ue8m0."""
+    amax = amax.float()
+    if scale_ub is not None:
+        amax = torch.minimum(amax, scale_ub.float().reshape(()))
+    if scale_min is None:
+        scale_min = default_scale_min(qdtype)
+    s = torch.maximum(amax / QUANT_MAX[qdtype], torch.tensor(scale_min, dtype=torch.float32))
+    return ue8m0(s) if round_to_ue8m0 else s
+
+
+def dynamic_quantize(
+    values: torch.Tensor,
+    qdtype: torch.dtype,
+    group_size: int | None = None,
+    scale_ub: torch.Tensor | None = None,
+    scale_min: float | None = None,
+    round_to_ue8m0: bool = False,
+    truncate: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q, scales [..., G]): values [..., H] quantized with a scale per row (group_size
+    None) or per group of group_size values, from each group's absolute maximum."""
+    hidden = values.shape[-1]
+    group = hidden if group_size is None else group_size
+    grouped = absmax(values).reshape(*values.shape[:-1], hidden // group, group)
+    scales = dynamic_scale(grouped.amax(-1), qdtype, scale_ub, scale_min, round_to_ue8m0)
+    return quantize(values, scales, qdtype, truncate), scales
+
+
+def dynamic_quantize_per_tensor(
+    values: torch.Tensor,
+    qdtype: torch.dtype,
+    scale_ub: torch.Tensor | None = None,
+    scale_min: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q, scale [1]): one scale for the tensor (scale_min 0 by default)."""
+    amax = absmax(values).amax() if values.numel() else torch.tensor(0.0)
+    scale = dynamic_scale(amax, qdtype, scale_ub, scale_min).reshape(1)
+    return quantize(values, scale.expand(*values.shape[:-1], 1), qdtype), scale
+
+
+def rmsnorm_values(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    residual: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(rmsnorm's float32 values, not rounded to x's dtype, computed in float64; the
+    new residual): with residual, the sum x + residual rounded to x's dtype is stored
+    and normalized."""
+    new_residual = None
+    if residual is not None:
+        new_residual = (x.float() + residual.float()).to(x.dtype)
+        x = new_residual
+    return rmsnorm(x, weight, eps).float(), new_residual
+
+
+def silu_and_mul_values(x: torch.Tensor, rounded: bool = True) -> torch.Tensor:
+    """silu(gate) * up, gate and up the halves of x: rounded, as torch computes it in
+    x's dtype (silu rounded, then the product); else in float32, not rounded."""
+    gate, up = x.chunk(2, dim=-1)
+    if rounded:
+        return (torch.nn.functional.silu(gate) * up).float()
+    return torch.nn.functional.silu(gate.float()) * up.float()
 
 
 def timestep_embedding(

@@ -147,6 +147,64 @@ def test_act_and_mul_writes_out(name: str, dtype: torch.dtype) -> None:
     assert_close(out, _act_and_mul(name, x))
 
 
+# Elementwise gelus (csrc/activation.cpp's gelu_new, gelu_fast and gelu_quick kernels,
+# their formulas in float64), and fatrelu and swigluoai.
+
+GELU_HIDDEN = 4096  # a manifest width of the elementwise gelus
+# fatrelu and swigluoai have no manifest rows: tests/ops/test_activation.py's size, whose
+# kernels these share.
+PARAM_DIM = 999
+
+
+def _gelu(name: str, x: torch.Tensor) -> torch.Tensor:
+    a = x.double()
+    if name == "gelu_new":
+        return 0.5 * a * (1 + torch.tanh(0.7978845608 * (a + 0.044715 * a**3)))
+    if name == "gelu_fast":
+        return 0.5 * a * (1 + torch.tanh(0.7978845608 * a * (1 + 0.044715 * a * a)))
+    return a * torch.sigmoid(1.702 * a)
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("gelu_new", torch.bfloat16),
+        ("gelu_fast", torch.bfloat16),
+        ("gelu_quick", torch.bfloat16),
+        ("gelu_new", torch.float16),
+    ],
+    ids=lambda v: str(v).removeprefix("torch."),
+)
+def test_gelus_write_out(name: str, dtype: torch.dtype) -> None:
+    x = (2 * torch.randn(3, 4, GELU_HIDDEN)).to(dtype)
+    out = torch.empty_like(x)
+    assert getattr(vllm, name)(out, x) is None
+    assert_close(out, _gelu(name, x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_fatrelu_and_mul_matches_bit_for_bit(dtype: torch.dtype) -> None:
+    # vLLM's kernel: (gate > threshold ? gate : 0) * up, one rounding: exact here too.
+    x = (2 * torch.randn(5, 2 * PARAM_DIM)).to(dtype)
+    x_before = x.clone()
+    gate, up = x.double().chunk(2, dim=-1)
+    out = torch.empty(5, PARAM_DIM, dtype=dtype)
+    assert vllm.fatrelu_and_mul(out, x, 0.25) is None
+    assert torch.equal(out, (torch.where(gate > 0.25, gate, 0) * up).to(dtype))
+    assert torch.equal(x, x_before), "input is read only (vLLM's schema says Tensor! input)"
+
+
+@pytest.mark.parametrize("params", [(), (1.0, 3.0)], ids=["defaults", "alpha-limit"])
+def test_swigluoai_and_mul_interleaved(params: tuple) -> None:
+    alpha, limit = params or (1.702, 7.0)
+    x = (4 * torch.randn(2, 3, 2 * PARAM_DIM)).to(torch.bfloat16)
+    gate = x[..., 0::2].double().clamp(max=limit)
+    up = x[..., 1::2].double().clamp(-limit, limit)
+    out = torch.empty(2, 3, PARAM_DIM, dtype=torch.bfloat16)
+    assert vllm.swigluoai_and_mul(out, x, *params) is None
+    assert_close(out, (up + 1) * gate * torch.sigmoid(alpha * gate))
+
+
 # Rotary embedding
 
 

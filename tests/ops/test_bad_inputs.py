@@ -67,7 +67,17 @@ def _schema_converts(entry: str, name: str, mutation: tuple[object, type[Excepti
     return isinstance(value, bool) or (name in BOOL_ARGUMENTS and value in (None, 1))
 
 
-BOOL_ARGUMENTS = {"is_neox", "flip_sin_to_cos", "rounded_sum", "gemma", "gate_first"}
+BOOL_ARGUMENTS = {
+    "is_neox",
+    "flip_sin_to_cos",
+    "rounded_sum",
+    "gemma",
+    "gate_first",
+    "ue8m0",
+    "truncate",
+    "column_major_scales",
+    "rounded",
+}
 
 
 ENTRY_MATRIX = [
@@ -235,7 +245,8 @@ def test_timestep_embedding_propagates_nan_and_inf(special: float) -> None:
 def _empty(case: OpCase) -> dict[str, object]:
     """The op's valid arguments with zero tokens (rows)."""
     args = case.make_args()
-    token_args = {"x", "out", "residual", "q", "k", "v", "positions", "out_loc", "t", "gate", "up"}
+    token_args = {"x", "out", "scales", "residual", "q", "k", "v", "positions", "out_loc", "t"}
+    token_args |= {"gate", "up"}
     return {k: v[:0] if k in token_args else v for k, v in args.items()}
 
 
@@ -246,7 +257,7 @@ def test_zero_tokens_launch_nothing(case: OpCase) -> None:
     result = case.call(args)
     after = stats()
     assert (after.hits, after.misses) == (before.hits, before.misses), "a kernel was looked up"
-    if "out" in args:
-        assert result is args["out"]
+    if "out" in args:  # returned, first of the outputs of an op with several
+        assert (result[0] if isinstance(result, tuple) else result) is args["out"]
     elif isinstance(result, torch.Tensor):
         assert result.shape == (0, 64)

@@ -39,9 +39,84 @@ read two ways, and the reading taken here:
   (vLLM: 64, 128 or 256); the weights may also be float32 on fp16/bf16 ``qkv``, the
   cache float32 or ``qkv``'s dtype (vLLM also takes other pairs, refused here).
   ``forced_token_heads_per_warp`` picks a CUDA launch shape and is ignored.
-- Not provided, since the core ops do not compute them: ``gelu_new``,
-  ``gelu_fast``, ``gelu_quick``, ``fatrelu_and_mul``, ``swigluoai_and_mul`` and the
-  quantizing norms.
+- ``gelu_new`` and ``gelu_fast`` are one function, gelu's tanh approximation
+  ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` written two ways,
+  and both run ``gelu_tanh``: math in float32 in a form without the cancellation of
+  ``1 + tanh`` far below zero, rounded once. vLLM's kernels compute in the dtype,
+  rounding ``x^3``, the tanh and ``1 + tanh`` (and so on) to fp16/bf16 on the way,
+  so there the two differ from each other and from this by a few units in the last
+  place, more in relative terms where the result is near 0 (x below about -3).
+  ``gelu_quick`` (``x * sigmoid(1.702 * x)``, ``gelu_quick``): vLLM rounds the exp
+  to the dtype, which at fp16 overflows to Inf below x of about -6.5 (a result of
+  -0 where this gives the tiny negative value).
+- ``fatrelu_and_mul``: ``(gate if gate > threshold else 0) * up``, the comparison
+  of vLLM's kernel (strict, and a NaN gate counts as 0; its torch-native form,
+  ``F.threshold``, keeps NaN); the same bits as vLLM's. vLLM's schema marks
+  ``input`` as written (``Tensor! input``) but its kernel only reads it; it is
+  only read here.
+- ``swigluoai_and_mul``: gate and up interleaved, ``x[..., 0::2]`` and
+  ``x[..., 1::2]`` (gpt-oss's layout, as vLLM's kernel reads them); gate clamped to
+  at most ``limit``, up to ``[-limit, limit]``, ``(up + 1) * gate * sigmoid(alpha *
+  gate)`` in float32, rounded once, as vLLM's. A negative ``limit`` (which vLLM
+  takes, clamping inconsistently) or a NaN ``alpha``/``limit`` is refused.
+- The activations take ``input`` with any strides but a unit last one, and ``out``
+  of the expected shape with a unit last stride (vLLM: contiguous ones).
+- Quantization (read against vllm-xpu-kernels 4543b580): ``static_scaled_fp8_quant``,
+  ``dynamic_scaled_fp8_quant``, ``dynamic_per_token_scaled_fp8_quant``,
+  ``per_token_group_fp8_quant``, ``rms_norm_static_fp8_quant``,
+  ``fused_add_rms_norm_static_fp8_quant``, ``rms_norm_dynamic_per_token_quant``,
+  ``rms_norm_per_block_quant``, ``silu_and_mul_quant`` and
+  ``silu_and_mul_per_block_quant`` take vLLM's schema order and write their outputs
+  (None returned). q = saturate(round(v * (1 / s))), the reciprocal taken once in
+  float32 as vLLM's kernels do, except ``silu_and_mul_per_block_quant``, which
+  divides (``v / s``): there a value can land on the neighbouring fp8/int8 value
+  (never with ue8m0's powers of two). fp8 rounds to nearest even and saturates at
+  +-448; int8 rounds half to even (vLLM's ``rint``) and clamps to [-128, 127].
+- NaN and Inf: vLLM builds without ``-fhonor-nans`` (icpx's fast floating-point
+  default) and uses ``sycl::min``/``max``, undefined on NaN, so its results there
+  are unspecified. Here the absolute maximum ignores NaN, a NaN value quantizes to
+  NaN (fp8) or 0 (int8), and an infinite value makes its dynamic scale infinite (the
+  group's other values 0, itself NaN or 0).
+- Scale floors: vLLM's ``1 / (448 * 512)`` for the dynamic fp8 scales, except
+  ``dynamic_scaled_fp8_quant`` (none: an all-zero input gets scale 0 and quantizes to
+  0, where vLLM computes ``0 * inf``). ``per_token_group_fp8_quant``:
+  ``max(max(absmax, eps) / 448, 1 / (448 * 512))``, taken as ``max(absmax / 448,
+  max(eps / 448, 1 / (448 * 512)))`` (equal: division is monotonic); eps always
+  counts (vLLM's scalar kernel drops it when group_size % 4 == 0; it matters only
+  above 1 / 512). A static scale of 0 quantizes to 0 (vLLM: ``x * inf``).
+- Ignored arguments, as vLLM ignores them: ``per_token_group_fp8_quant``'s
+  ``fp8_min``/``fp8_max`` (the range is output_q's dtype's) and both dummies (the
+  scale layout is output_s's strides: column-major when stride(0) < stride(1),
+  element (t, g) at ``t + g * stride(1)``, else ``t * G + g``);
+  ``rms_norm_per_block_quant``'s ``scale_ub`` (vLLM never passes it to its kernel);
+  the scale tensor's strides in ``rms_norm_per_block_quant`` and
+  ``silu_and_mul_per_block_quant`` (element (t, g) at ``t + g * T`` with
+  ``is_scale_transposed``, else ``t * G + g``); ``scale_ue8m0`` on int8 output of
+  ``silu_and_mul_per_block_quant``. A scalar ``scale``/``scale_ub`` is read at its
+  first element.
+- ue8m0 (fp8 only): the scale rounded up to a power of two by exact bit arithmetic
+  and written as float32 (as vLLM; the caller converts to e8m0). vLLM's
+  ``exp2(ceil(log2(s)))`` can give a power of two too small where its ``log2`` of a
+  value just above one rounds to an integer.
+- int8 norms (``rms_norm_dynamic_per_token_quant``, ``rms_norm_per_block_quant``):
+  ``absmax / 127`` and, as vLLM, 1.0 for an all-zero row or group (written by a
+  second, elementwise op on the scales; the values are 0 either way); ``scale_ub`` is
+  fp8 only (ValueError, vLLM's check). The norm values are float32, not rounded to
+  the dtype, as vLLM's; with ``residual``, ``input + residual`` is rounded to the
+  dtype, stored and normalized.
+- ``silu_and_mul_quant``: silu and the product rounded to the input's dtype (vLLM's
+  kernel: the same bits as ``silu_and_mul`` then ``static_scaled_fp8_quant``).
+  ``silu_and_mul_per_block_quant``: float32 values, not rounded; int8 scales floored at
+  FLT_EPSILON (2**-23); its ``scale_ub`` clamps the scale (not the absolute maximum as
+  elsewhere): applied as the bound ``scale_ub * 448`` (in float32) on the absolute
+  maximum, which can move a clamped scale by one unit in the last place.
+- Taken here where vLLM refuses: any input strides with a unit last one (vLLM:
+  contiguous, or a row stride), weights in float32 on fp16/bf16, float32 input to the
+  silu ops, any group_size dividing the row (vLLM: 32, 64 or 128 for
+  ``silu_and_mul_per_block_quant``). ``static_scaled_fp8_quant``'s 1-D scale needs
+  its group size to divide its dimension (vLLM reads past the scale otherwise).
+- Not provided: float8_e5m2 outputs (vLLM's fp8 kernels also write them; TypeError
+  here): the core ops quantize to float8_e4m3fn and int8 only.
 """
 
 from __future__ import annotations
@@ -49,17 +124,33 @@ from __future__ import annotations
 import torch
 
 from .. import ops
+from ..ops.quant import DEFAULT_SCALE_MIN
 from ._heads import split_heads
 
 __all__ = [
+    "dynamic_per_token_scaled_fp8_quant",
+    "dynamic_scaled_fp8_quant",
+    "fatrelu_and_mul",
     "fused_add_rms_norm",
+    "fused_add_rms_norm_static_fp8_quant",
     "fused_qk_norm_rope",
     "gelu_and_mul",
+    "gelu_fast",
+    "gelu_new",
+    "gelu_quick",
     "gelu_tanh_and_mul",
     "mul_and_silu",
+    "per_token_group_fp8_quant",
     "rms_norm",
+    "rms_norm_dynamic_per_token_quant",
+    "rms_norm_per_block_quant",
+    "rms_norm_static_fp8_quant",
     "rotary_embedding",
     "silu_and_mul",
+    "silu_and_mul_per_block_quant",
+    "silu_and_mul_quant",
+    "static_scaled_fp8_quant",
+    "swigluoai_and_mul",
 ]
 
 
@@ -95,6 +186,35 @@ def gelu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
 def gelu_tanh_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = gelu(input[..., :d]) * input[..., d:], gelu's tanh approximation."""
     ops.gelu_tanh_and_mul(input, out)
+
+
+def fatrelu_and_mul(out: torch.Tensor, input: torch.Tensor, threshold: float) -> None:
+    """out = (gate if gate > threshold else 0) * up, gate and up the halves of input."""
+    ops.fatrelu_and_mul(input, threshold, out)
+
+
+def swigluoai_and_mul(
+    out: torch.Tensor, input: torch.Tensor, alpha: float = 1.702, limit: float = 7.0
+) -> None:
+    """out = (up + 1) * gate * sigmoid(alpha * gate), gate = input[..., 0::2] clamped to
+    at most limit, up = input[..., 1::2] clamped to [-limit, limit]."""
+    ops.swigluoai_and_mul(input, alpha, limit, out)
+
+
+def gelu_new(out: torch.Tensor, input: torch.Tensor) -> None:
+    """out = 0.5 * input * (1 + tanh(sqrt(2 / pi) * (input + 0.044715 * input^3)))."""
+    ops.gelu_tanh(input, out)
+
+
+def gelu_fast(out: torch.Tensor, input: torch.Tensor) -> None:
+    """out = 0.5 * input * (1 + tanh(0.7978845608 * input * (1 + 0.044715 * input^2))),
+    gelu_new's function."""
+    ops.gelu_tanh(input, out)
+
+
+def gelu_quick(out: torch.Tensor, input: torch.Tensor) -> None:
+    """out = input * sigmoid(1.702 * input)."""
+    ops.gelu_quick(input, out)
 
 
 def rotary_embedding(
@@ -152,4 +272,378 @@ def fused_qk_norm_rope(
     q, k, _ = qkv.split(sizes, dim=-1)
     ops.qknorm_rope(
         position_ids, q, k, q_weight, k_weight, cos_sin_cache, is_neox, eps, head_size=head_dim
+    )
+
+
+# Quantization (vllm-xpu-kernels 4543b580: csrc/quantization/fp8/fp8_quant.cpp,
+# csrc/layernorm_quant.cpp, csrc/quantization/fused_kernels/): float8_e4m3fn or int8
+# outputs, float32 scales, everything written in place.
+
+_FP8 = (torch.float8_e4m3fn,)
+_FP8_INT8 = (torch.float8_e4m3fn, torch.int8)
+_FP8_MAX = 448.0
+# vLLM's min_scaling_factor, its fp8 scales' floor: the core ops' default.
+_FP8_SCALE_MIN = DEFAULT_SCALE_MIN[torch.float8_e4m3fn]
+# numeric_limits<float>::epsilon(), silu_and_mul_per_block_quant's int8 scale floor.
+_FLT_EPSILON = 2.0**-23
+
+
+def _check_qdtype(op: str, name: str, t: torch.Tensor, allowed: tuple[torch.dtype, ...]) -> None:
+    if not isinstance(t, torch.Tensor) or t.dtype not in allowed:
+        got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+        names = " or ".join(str(d) for d in allowed)
+        raise TypeError(
+            f"{op}(): {name} has dtype {got}; expected {names} (vLLM also takes "
+            "torch.float8_e5m2 where it takes fp8, which the core ops do not produce)"
+        )
+
+
+def _first(scale: torch.Tensor) -> torch.Tensor:
+    """The element vLLM reads of a scalar scale (or scale_ub): its first."""
+    return scale.reshape(-1)[:1]
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """t [..., hidden] as [rows, hidden] (a view where the strides allow; t is read)."""
+    return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
+
+
+def _written_rows(t: torch.Tensor) -> torch.Tensor:
+    """t [..., hidden] as a [rows, hidden] view (t is written)."""
+    return t if t.dim() == 2 else t.view(-1, t.shape[-1])
+
+
+def _token_scales(op: str, scale: torch.Tensor, lead: tuple) -> torch.Tensor:
+    """A per-token scale buffer ([T] or [T, 1], written at element t) as [*lead, 1]."""
+    tokens = 1
+    for size in lead:
+        tokens *= size
+    if scale.numel() != tokens:
+        raise ValueError(
+            f"{op}(): scale has shape {tuple(scale.shape)}; expected {tokens} elements "
+            "([tokens] or [tokens, 1])"
+        )
+    return scale.view(*lead, 1)
+
+
+def _block_scales(
+    op: str, scale: torch.Tensor, tokens: int, groups: int, transposed: bool
+) -> torch.Tensor:
+    """vLLM's per-block scale layout, the tensor's own strides ignored: element (t, g) at
+    t + g * tokens (transposed) or t * groups + g."""
+    if scale.numel() != tokens * groups:
+        raise ValueError(
+            f"{op}(): scale has shape {tuple(scale.shape)}; expected [{tokens}, {groups}] "
+            "(tokens, groups)"
+        )
+    strides = (1, tokens) if transposed else (groups, 1)
+    return scale.as_strided((tokens, groups), strides)
+
+
+def _one_for_zero(scales: torch.Tensor) -> None:
+    """vLLM's int8 norm kernels write a scale of 1.0 for an all-zero row or group."""
+    scales.masked_fill_(scales == 0, 1.0)
+
+
+def _fp8_scale_min(eps: float) -> float:
+    """max(eps / 448, 1 / (448 * 512)) in float32: vLLM's max(max(absmax, eps) / 448,
+    1 / (448 * 512)) is max(absmax / 448, this), division being monotonic."""
+    eps_min = (torch.tensor(eps, dtype=torch.float32) / _FP8_MAX).item()
+    return max(eps_min, _FP8_SCALE_MIN)
+
+
+def static_scaled_fp8_quant(
+    result: torch.Tensor,
+    input: torch.Tensor,
+    scale: torch.Tensor,
+    group_shape: tuple[int, int] | None = None,
+) -> None:
+    """result = fp8(input * (1 / scale)): scale float32, one element (per tensor), 1-D
+    with group_shape (1, -1) per token or (-1, 1) per channel (or any (m, n) where one
+    of the two scale counts is 1), or 2-D [S0, S1] (blocks of tokens / S0 rows by
+    hidden / S1 columns; group_shape, if given, must match)."""
+    op = "vllm.static_scaled_fp8_quant"
+    _check_qdtype(op, "result", result, _FP8)
+    if scale.dim() == 0 or scale.numel() == 1:
+        ops.quantize(input, scale, dtype=result.dtype, out=result)
+        return
+    hidden = input.shape[-1]
+    tokens = input.numel() // hidden if hidden else 0
+    if group_shape is not None:
+        group_m, group_n = (
+            tokens if group_shape[0] == -1 else group_shape[0],
+            hidden if group_shape[1] == -1 else group_shape[1],
+        )
+    if scale.dim() == 1:
+        if group_shape is None:
+            raise ValueError(
+                f"{op}(): a 1-D scale needs group_shape: (-1, 1) per channel, (1, -1) per token"
+            )
+        if group_m < 1 or group_n < 1:
+            raise ValueError(f"{op}(): group_shape is {group_shape}; expected sizes >= 1 or -1")
+        scale_m, scale_n = tokens // group_m, hidden // group_n
+        if scale.numel() != scale_m * scale_n:
+            raise ValueError(
+                f"{op}(): scale has {scale.numel()} elements; expected {scale_m * scale_n} "
+                f"for group_shape {group_shape} on input of {tokens} x {hidden}"
+            )
+        if scale_m == 1 and hidden % group_n == 0:
+            scale = scale.unsqueeze(0)  # [1, H / group_n]: every row, groups of columns
+        elif scale_n == 1 and scale_m != 1 and tokens % group_m == 0:
+            scale = scale.unsqueeze(1)  # [T / group_m, 1]: blocks of rows
+        else:
+            raise ValueError(
+                f"{op}(): group_shape {group_shape} on input of {tokens} x {hidden}: a 1-D "
+                "scale needs one of the two scale counts to be 1 and its group size to "
+                "divide its dimension"
+            )
+    elif scale.dim() == 2:
+        s0, s1 = scale.shape
+        if not s0 or not s1 or tokens % s0 or hidden % s1:
+            raise ValueError(
+                f"{op}(): scale has shape {tuple(scale.shape)}; its sizes must divide the "
+                f"input's {tokens} tokens and {hidden} columns"
+            )
+        if group_shape is not None and (group_m, group_n) != (tokens // s0, hidden // s1):
+            raise ValueError(
+                f"{op}(): group_shape {group_shape} does not match the scale's blocks of "
+                f"{tokens // s0} x {hidden // s1}"
+            )
+    else:
+        raise ValueError(f"{op}(): scale is {scale.dim()}-D; expected 0-D, 1-D or 2-D")
+    ops.quantize(_rows(input), scale, dtype=result.dtype, out=_written_rows(result))
+
+
+def dynamic_scaled_fp8_quant(
+    result: torch.Tensor, input: torch.Tensor, scale: torch.Tensor
+) -> None:
+    """scale = absmax(input) / 448 (one float32 element); result = fp8(input * (1 / scale))."""
+    _check_qdtype("vllm.dynamic_scaled_fp8_quant", "result", result, _FP8)
+    ops.dynamic_quantize_per_tensor(
+        input, dtype=result.dtype, scale_min=0.0, out=result, scales=scale
+    )
+
+
+def dynamic_per_token_scaled_fp8_quant(
+    result: torch.Tensor,
+    input: torch.Tensor,
+    scale: torch.Tensor,
+    scale_ub: torch.Tensor | None = None,
+) -> None:
+    """Per token: scale[t] = max(min(absmax, scale_ub) / 448, 1 / (448 * 512)); result =
+    fp8(input * (1 / scale[t])). scale: float32 [tokens] or [tokens, 1]."""
+    op = "vllm.dynamic_per_token_scaled_fp8_quant"
+    _check_qdtype(op, "result", result, _FP8)
+    ops.dynamic_quantize(
+        input,
+        dtype=result.dtype,
+        scale_ub=None if scale_ub is None else _first(scale_ub),
+        out=result,
+        scales=_token_scales(op, scale, tuple(input.shape[:-1])),
+    )
+
+
+def per_token_group_fp8_quant(
+    input: torch.Tensor,
+    output_q: torch.Tensor,
+    output_s: torch.Tensor,
+    group_size: int,
+    eps: float,
+    fp8_min: float,
+    fp8_max: float,
+    scale_ue8m0: bool,
+    dummy_is_scale_transposed: bool,
+    dummy_is_tma_aligned: bool,
+) -> None:
+    """Per group of group_size values of a token: scale = max(max(absmax, eps) / 448,
+    1 / (448 * 512)) (a power of two at or above with scale_ue8m0, still float32);
+    output_q = fp8(input * (1 / scale)). output_s: float32 [tokens, groups], row-major,
+    or column-major (stride(0) < stride(1): element (t, g) at t + g * stride(1)).
+    fp8_min, fp8_max and the two dummies are ignored, as vLLM does."""
+    op = "vllm.per_token_group_fp8_quant"
+    _check_qdtype(op, "output_q", output_q, _FP8)
+    if not isinstance(output_s, torch.Tensor) or output_s.dim() != 2:
+        shape = tuple(output_s.shape) if isinstance(output_s, torch.Tensor) else output_s
+        raise ValueError(f"{op}(): output_s has shape {shape}; expected [tokens, groups]")
+    tokens = output_s.shape[0]
+    if input.numel() == 0:
+        return
+    hidden = input.numel() // tokens if tokens else 0
+    if not tokens or hidden * tokens != input.numel() or hidden % group_size:
+        raise ValueError(
+            f"{op}(): input of shape {tuple(input.shape)} is not {tokens} tokens (output_s's "
+            f"rows) of a multiple of group_size {group_size}"
+        )
+    groups = hidden // group_size
+    if tuple(output_s.shape) != (tokens, groups):
+        raise ValueError(
+            f"{op}(): output_s has shape {tuple(output_s.shape)}; expected {(tokens, groups)}"
+        )
+    if output_s.stride(0) < output_s.stride(1):
+        scales = output_s.as_strided((tokens, groups), (1, output_s.stride(1)))
+    else:
+        scales = output_s.as_strided((tokens, groups), (groups, 1))
+    ops.dynamic_quantize(
+        input.reshape(tokens, hidden),
+        dtype=output_q.dtype,
+        group_size=group_size,
+        scale_min=_fp8_scale_min(eps),
+        ue8m0=bool(scale_ue8m0),
+        out=output_q.view(tokens, hidden),
+        scales=scales,
+    )
+
+
+def rms_norm_static_fp8_quant(
+    result: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    epsilon: float,
+) -> None:
+    """result = fp8(rms_norm(input, weight) * (1 / scale)), the norm in float32."""
+    _check_qdtype("vllm.rms_norm_static_fp8_quant", "result", result, _FP8)
+    ops.rmsnorm_quantize(input, weight, _first(scale), epsilon, dtype=result.dtype, out=result)
+
+
+def fused_add_rms_norm_static_fp8_quant(
+    result: torch.Tensor,
+    input: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    epsilon: float,
+) -> None:
+    """In place: residual = input + residual (rounded); result = fp8(rms_norm of it *
+    (1 / scale)); input is only read."""
+    _check_qdtype("vllm.fused_add_rms_norm_static_fp8_quant", "result", result, _FP8)
+    ops.rmsnorm_quantize(
+        input, weight, _first(scale), epsilon, residual=residual, dtype=result.dtype, out=result
+    )
+
+
+def rms_norm_dynamic_per_token_quant(
+    result: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    epsilon: float,
+    scale_ub: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+) -> None:
+    """Per token of v = rms_norm(input [+ residual, stored in residual]): fp8 scale[t] =
+    max(min(absmax(v), scale_ub) / 448, 1 / (448 * 512)); int8 absmax(v) / 127 (1.0 for
+    an all-zero row, no scale_ub); result = quant(v * (1 / scale[t]))."""
+    op = "vllm.rms_norm_dynamic_per_token_quant"
+    _check_qdtype(op, "result", result, _FP8_INT8)
+    int8 = result.dtype == torch.int8
+    if int8 and scale_ub is not None:
+        raise ValueError(f"{op}(): scale_ub is only supported for fp8 output (as vLLM)")
+    scales = _token_scales(op, scale, tuple(input.shape[:-1]))
+    ops.rmsnorm_dynamic_quantize(
+        input,
+        weight,
+        epsilon,
+        residual=residual,
+        dtype=result.dtype,
+        scale_ub=None if scale_ub is None else _first(scale_ub),
+        scale_min=0.0 if int8 else None,
+        out=result,
+        scales=scales,
+    )
+    if int8:
+        _one_for_zero(scales)
+
+
+def rms_norm_per_block_quant(
+    result: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    epsilon: float,
+    scale_ub: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    group_size: int,
+    is_scale_transposed: bool,
+    scale_ue8m0: bool = False,
+) -> None:
+    """rms_norm_dynamic_per_token_quant per group of group_size values of a token; scale
+    [tokens, groups] at t * groups + g, or t + g * tokens if is_scale_transposed (its
+    strides ignored, as vLLM); scale_ub is ignored (as vLLM); scale_ue8m0 (fp8 only):
+    scales rounded up to a power of two."""
+    op = "vllm.rms_norm_per_block_quant"
+    _check_qdtype(op, "result", result, _FP8_INT8)
+    int8 = result.dtype == torch.int8
+    if int8 and scale_ue8m0:
+        raise ValueError(f"{op}(): scale_ue8m0 is only supported for fp8 output (as vLLM)")
+    x = _rows(input)
+    tokens, hidden = x.shape
+    if not isinstance(group_size, int) or group_size < 1 or hidden % group_size:
+        raise ValueError(f"{op}(): group_size {group_size} does not divide hidden {hidden}")
+    scales = _block_scales(op, scale, tokens, hidden // group_size, bool(is_scale_transposed))
+    ops.rmsnorm_dynamic_quantize(
+        x,
+        weight,
+        epsilon,
+        residual=None if residual is None else _written_rows(residual),
+        dtype=result.dtype,
+        group_size=group_size,
+        scale_min=0.0 if int8 else None,
+        ue8m0=bool(scale_ue8m0),
+        out=_written_rows(result),
+        scales=scales,
+    )
+    if int8:
+        _one_for_zero(scales)
+
+
+def silu_and_mul_quant(result: torch.Tensor, input: torch.Tensor, scale: torch.Tensor) -> None:
+    """result = fp8((silu(gate) * up) * (1 / scale)), silu and the product rounded to the
+    input's dtype (vLLM's kernel), gate and up the halves of input."""
+    _check_qdtype("vllm.silu_and_mul_quant", "result", result, _FP8)
+    ops.silu_and_mul_quantize(input, _first(scale), dtype=result.dtype, rounded=True, out=result)
+
+
+def silu_and_mul_per_block_quant(
+    out: torch.Tensor,
+    input: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    scale_ub: torch.Tensor | None = None,
+    is_scale_transposed: bool = False,
+    scale_ue8m0: bool = False,
+) -> None:
+    """Per group of group_size values of v = silu(gate) * up (float32, not rounded):
+    fp8 scale = max(min(max(absmax / 448, 1 / (448 * 512)), scale_ub), 1 / (448 *
+    512)) (a power of two at or above with scale_ue8m0); int8 max(absmax / 127,
+    2**-23); out = quant(v * (1 / scale)). input [tokens, 2 * hidden], scales
+    [tokens, groups] laid out as rms_norm_per_block_quant's."""
+    op = "vllm.silu_and_mul_per_block_quant"
+    _check_qdtype(op, "out", out, _FP8_INT8)
+    int8 = out.dtype == torch.int8
+    if int8 and scale_ub is not None:
+        raise ValueError(f"{op}(): scale_ub is only supported for fp8 output (as vLLM)")
+    if input.dim() != 2 or out.dim() != 2:
+        raise ValueError(
+            f"{op}(): input {tuple(input.shape)} and out {tuple(out.shape)} must be 2-D "
+            "([tokens, 2 * hidden] and [tokens, hidden])"
+        )
+    tokens, hidden = input.shape[0], input.shape[1] // 2
+    if not isinstance(group_size, int) or group_size < 1 or hidden % group_size:
+        raise ValueError(f"{op}(): group_size {group_size} does not divide hidden {hidden}")
+    bound = None
+    if scale_ub is not None:
+        # The kernel clamps the scale to scale_ub; the core op bounds the absolute
+        # maximum: scale_ub * 448 (in float32) bounds it alike.
+        bound = _first(scale_ub).float() * _FP8_MAX
+    ops.silu_and_mul_dynamic_quantize(
+        input,
+        dtype=out.dtype,
+        group_size=group_size,
+        scale_ub=bound,
+        scale_min=_FLT_EPSILON if int8 else None,
+        ue8m0=bool(scale_ue8m0) and not int8,
+        rounded=False,
+        out=out,
+        scales=_block_scales(op, scales, tokens, hidden // group_size, bool(is_scale_transposed)),
     )

@@ -5,22 +5,51 @@ name to its definition; `python -m sycl_kernels new-op` rewrites them from the
 modules' @op functions (sycl_kernels._new_op.write_exports).
 """
 
-from .activation import act_and_mul, gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
+from .activation import (
+    act_and_mul,
+    fatrelu_and_mul,
+    gelu_and_mul,
+    gelu_quick,
+    gelu_tanh,
+    gelu_tanh_and_mul,
+    silu_and_mul,
+    swigluoai_and_mul,
+)
 from .diffusion import timestep_embedding
 from .norm import fused_add_rmsnorm, gemma_fused_add_rmsnorm, gemma_rmsnorm, qknorm, rmsnorm
+from .quant import (
+    dynamic_quantize,
+    dynamic_quantize_per_tensor,
+    quantize,
+    rmsnorm_dynamic_quantize,
+    rmsnorm_quantize,
+    silu_and_mul_dynamic_quantize,
+    silu_and_mul_quantize,
+)
 from .rope import apply_rope, qknorm_rope
 
 __all__ = [
     "act_and_mul",
     "apply_rope",
+    "dynamic_quantize",
+    "dynamic_quantize_per_tensor",
+    "fatrelu_and_mul",
     "fused_add_rmsnorm",
     "gelu_and_mul",
+    "gelu_quick",
+    "gelu_tanh",
     "gelu_tanh_and_mul",
     "gemma_fused_add_rmsnorm",
     "gemma_rmsnorm",
     "qknorm",
     "qknorm_rope",
+    "quantize",
     "rmsnorm",
+    "rmsnorm_dynamic_quantize",
+    "rmsnorm_quantize",
     "silu_and_mul",
+    "silu_and_mul_dynamic_quantize",
+    "silu_and_mul_quantize",
+    "swigluoai_and_mul",
     "timestep_embedding",
 ]

@@ -130,6 +130,18 @@ class _Prepared:
         self.launch(*self.prepare(*args))
 
 
+class LaunchSequence:
+    """Launches one after another on the same queue: an op of several kernels (its bind
+    returns a tuple of bindings)."""
+
+    def __init__(self, launches: Sequence[Launch]) -> None:
+        self.launches = tuple(launches)
+
+    def __call__(self, *args: object) -> None:
+        for launch in self.launches:
+            launch(*args)
+
+
 def bind_kernel(
     spec: KernelSpec,
     like: torch.Tensor,

@@ -16,8 +16,11 @@ tensors with symbolic shapes.
 
 ``bind(plan, *args) -> launch`` looks up the kernel spec and the loaded kernel and
 binds every launch argument that metadata fixes, by the spec's parameter names
-(ops/_launch.py); ``launch(*args)`` reads the addresses and launches. An op that
-returns a new tensor gets it as launch's last argument, ``out``.
+(ops/_launch.py; a tuple of bindings launches them in order); ``launch(*args)``
+reads the addresses and launches. An op that returns new tensors gets them as
+launch's last arguments, named as its outputs: by default ``out``; an op with
+several (a quantized tensor and its scales) names them with ``outputs=``, and takes
+all of them or none.
 
 The decorator returns an Op, which registers ``sycl_kernels::<name>`` (and
 ``<name>_out`` for an op with an ``out`` parameter) with a real implementation that
@@ -45,7 +48,7 @@ from typing import Any
 
 import torch
 
-from ._launch import KernelBinding, Launch
+from ._launch import KernelBinding, Launch, LaunchSequence
 
 OP_NAMESPACE = "sycl_kernels"
 _EMPTY = inspect.Parameter.empty
@@ -77,12 +80,17 @@ def op(
     new_output: Callable[..., torch.Tensor] | None = None,
     torch_form: Callable[..., Any] | None = None,
     without_gradient: Sequence[str] = (),
+    outputs: Sequence[str] | None = None,
 ) -> Callable[[Callable[..., Any]], Op]:
     """Defines an op from its check (the decorated function); see the module doc.
 
-    mutates: the arguments the op writes in place (it then returns None).
+    mutates: the arguments the op writes in place (without new_output it returns None).
     new_output(*args): allocates the op's result (fake tensors included), args in
-    schema order without ``out``; the op returns it, and launch gets it last.
+    schema order without the outputs; the op returns it, and launch gets it last. With
+    several outputs, a tuple of them, in the order of `outputs`.
+    outputs: the parameters that take the result instead (default ``out``, if the
+    function has one), each None by default; they come last in the schema, and a
+    ``<name>_out`` custom op writes them.
     torch_form(*args): the op's formula in torch ops, for its gradient: the result,
     or for an in-place op the new value of each of `mutates` but `without_gradient`
     (a tuple, None where the argument is None).
@@ -91,7 +99,7 @@ def op(
     """
 
     def define(check: Callable[..., Any]) -> Op:
-        return Op(check, bind, mutates, new_output, torch_form, without_gradient)
+        return Op(check, bind, mutates, new_output, torch_form, without_gradient, outputs)
 
     return define
 
@@ -145,6 +153,7 @@ class Op:
         new_output: Callable[..., torch.Tensor] | None,
         torch_form: Callable[..., Any] | None,
         without_gradient: Sequence[str] = (),
+        outputs: Sequence[str] | None = None,
     ) -> None:
         self.name = check.__name__
         self.check = check
@@ -155,14 +164,19 @@ class Op:
         annotations = inspect.get_annotations(check, eval_str=True)
         public = inspect.signature(check)
         params = [p.replace(annotation=annotations[p.name]) for p in public.parameters.values()]
-        self.has_out = "out" in public.parameters
-        # The schema: keyword-only parameters made positional, out last.
+        if outputs is None:
+            outputs = ("out",) if "out" in public.parameters else ()
+        self.outputs = tuple(outputs)
+        self.has_out = bool(self.outputs)
+        # The schema: keyword-only parameters made positional, the outputs last.
+        rank = {name: i + 1 for i, name in enumerate(self.outputs)}
         schema = [
             p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            for p in sorted(params, key=lambda p: p.name == "out")
+            for p in sorted(params, key=lambda p: rank.get(p.name, 0))
         ]
         self._order = tuple(p.name for p in schema)
-        returns = None if new_output is None else torch.Tensor
+        result = torch.Tensor if len(self.outputs) < 2 else tuple[(torch.Tensor,) * len(outputs)]
+        returns = None if new_output is None else result
         self._defaults = tuple(p.default for p in schema)
         self._index = {name: i for i, name in enumerate(self._order)}
         self._positional = tuple(
@@ -182,7 +196,9 @@ class Op:
             and all(d is not _EMPTY for d in self._defaults[n:])
         }
         self.tensor_positions = [
-            i for i, p in enumerate(schema) if p.name != "out" and "Tensor" in str(p.annotation)
+            i
+            for i, p in enumerate(schema)
+            if p.name not in self.outputs and "Tensor" in str(p.annotation)
         ]
         self._mutated_positions = [self._order.index(name) for name in self.mutates]
         # The written arguments an in-place formula gives, and those it does not.
@@ -200,36 +216,42 @@ class Op:
         self.__doc__ = check.__doc__
         self.__signature__ = public.replace(
             parameters=params,
-            return_annotation=torch.Tensor if self.has_out or new_output else None,
+            return_annotation=result if self.has_out or new_output else None,
         )
 
         op_schema = inspect.Signature(
-            [p for p in schema if p.name != "out"], return_annotation=returns
+            [p for p in schema if p.name not in self.outputs], return_annotation=returns
         )
         self.functional = self.writing = None
         tensor_names = [self._order[i] for i in self.tensor_positions]
         if new_output is not None:
             self.functional = self._register(
-                self.name, op_schema, self._functional_body, self._functional_fake, ()
+                self.name, op_schema, self._functional_body, self._functional_fake, self.mutates
             )
             if torch_form is not None:
                 _register_gradient(self, torch_form)
             else:
-                _no_gradient(self.functional, self.name, tensor_names, (), "no gradient formula")
+                _no_gradient(
+                    self.functional, self.name, tensor_names, self.mutates, "no gradient formula"
+                )
         if self.has_out:
             out_schema = inspect.Signature(
                 [
                     p.replace(
-                        default=_EMPTY, annotation=torch.Tensor if p.name == "out" else p.annotation
+                        default=_EMPTY,
+                        annotation=torch.Tensor if p.name in self.outputs else p.annotation,
                     )
                     for p in schema
                 ],
                 return_annotation=None,
             )
+            written = (*self.mutates, *self.outputs)
             self.writing = self._register(
-                f"{self.name}_out", out_schema, self._out_body, self._out_fake, ("out",)
+                f"{self.name}_out", out_schema, self._out_body, self._out_fake, written
             )
-            _no_gradient(self.writing, self.name, tensor_names, ("out",), "it writes into out=")
+            _no_gradient(
+                self.writing, self.name, tensor_names, written, f"it writes into {self.outputs[0]}="
+            )
         elif new_output is None:
             self.writing = self._register(
                 self.name, op_schema, self._writing_body, self._writing_fake, self.mutates
@@ -292,13 +314,13 @@ class Op:
         return tuple(values)
 
     def _full(self, args: tuple, kwargs: dict) -> tuple:
-        """The dispatcher's call of a schema without out: trailing arguments equal to
-        their defaults left out, put back."""
+        """The dispatcher's call of a schema without the outputs: trailing arguments equal
+        to their defaults left out, put back."""
         if not kwargs:
-            tail = self._defaults[len(args) : len(self._order) - self.has_out]
+            tail = self._defaults[len(args) : len(self._order) - len(self.outputs)]
             if all(d is not _EMPTY for d in tail):
                 return args + tail
-        names = self._order[: len(self._order) - self.has_out]
+        names = self._order[: len(self._order) - len(self.outputs)]
         values = dict(zip(names, args, strict=False)) | kwargs
         return tuple(values.get(n, d) for n, d in zip(names, self._defaults, strict=False))
 
@@ -317,6 +339,8 @@ class Op:
         bound = self.bind(self.checked(args), *args)
         if isinstance(bound, KernelBinding):
             return bound.launcher(self.launch_names)
+        if isinstance(bound, tuple):
+            return LaunchSequence([b.launcher(self.launch_names) for b in bound])
         return bound
 
     def bound_launch(self, args: tuple) -> Launch:
@@ -340,17 +364,37 @@ class Op:
 
     # The custom ops' implementations.
 
-    def _functional_body(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def _new_outputs(self, inputs: tuple) -> tuple:
+        """new_output's tensors, as a tuple."""
+        new = self.new_output(*inputs)
+        return new if isinstance(new, tuple) else (new,)
+
+    def _result(self, outputs: tuple) -> Any:
+        return outputs if len(outputs) > 1 else outputs[0]
+
+    def _given_outputs(self, args: tuple) -> bool:
+        """Whether a call in schema order gives its outputs (all of them) or not (none)."""
+        given = [a is not None for a in args[len(args) - len(self.outputs) :]]
+        if all(given):
+            return True
+        if any(given):
+            raise TypeError(
+                f"{self.name}(): {', '.join(self.outputs)} are given together or not at all; "
+                f"got only {', '.join(n for n, g in zip(self.outputs, given, strict=True) if g)}"
+            )
+        return False
+
+    def _functional_body(self, *args: Any, **kwargs: Any) -> Any:
         args = self._full(args, kwargs)
         launch = self.bound_launch(args)
-        out = self.new_output(*args)
-        launch(*args, out)
-        return out
+        outputs = self._new_outputs(args)
+        launch(*args, *outputs)
+        return self._result(outputs)
 
-    def _functional_fake(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def _functional_fake(self, *args: Any, **kwargs: Any) -> Any:
         args = self._full(args, kwargs)
         self.checked(args)
-        return self.new_output(*args)
+        return self._result(self._new_outputs(args))
 
     def _out_args(self, args: tuple, kwargs: dict) -> tuple:
         """Every parameter of <name>_out is required: the dispatcher passes them all."""
@@ -375,11 +419,11 @@ class Op:
     # The public function.
 
     def _through_the_op(self, args: tuple) -> Any:
-        if self.has_out and args[-1] is not None:
+        if self.has_out and self._given_outputs(args):
             self.writing(*args)
-            return args[-1]
+            return self._result(args[len(args) - len(self.outputs) :])
         if self.functional is not None:
-            return self.functional(*(args[:-1] if self.has_out else args))
+            return self.functional(*args[: len(args) - len(self.outputs)])
         return self.writing(*args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -391,28 +435,28 @@ class Op:
                     return self._through_the_op(args)
         if torch.compiler.is_compiling():
             return self._through_the_op(args)
+        given = self.has_out and (
+            args[-1] is not None if len(self.outputs) == 1 else self._given_outputs(args)
+        )
         launch = self.bound_launch(args)
         # Written tensors get their version bumped, as torch's in-place ops do (and the
         # dispatcher's path does): autograd then refuses one it saved and we changed.
+        for i in self._mutated_positions:
+            if args[i] is not None:
+                torch.autograd.graph.increment_version(args[i])
         if self.new_output is None:
             launch(*args)
-            for i in self._mutated_positions:
-                if args[i] is not None:
-                    torch.autograd.graph.increment_version(args[i])
             return None
-        if not self.has_out:
-            out = self.new_output(*args)
-            launch(*args, out)
-            return out
-        out = args[-1]
-        if out is None:
-            inputs = args[:-1]
-            out = self.new_output(*inputs)
-            launch(*inputs, out)
-            return out
+        if not given:
+            inputs = args[: len(args) - len(self.outputs)]
+            outputs = self._new_outputs(inputs)
+            launch(*inputs, *outputs)
+            return self._result(outputs)
         launch(*args)
-        torch.autograd.graph.increment_version(out)
-        return out
+        outputs = args[len(args) - len(self.outputs) :]
+        for out in outputs:
+            torch.autograd.graph.increment_version(out)
+        return self._result(outputs)
 
     def __repr__(self) -> str:
         return f"<sycl_kernels op {self.name}{self.__signature__}>"

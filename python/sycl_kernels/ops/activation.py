@@ -1,7 +1,10 @@
-"""sycl_kernels.ops.activation: gated activations, act(gate) * up (kernels/activation/gated.hpp).
+"""sycl_kernels.ops.activation: activations (kernels/activation/).
 
-The *_and_mul ops take gate and up as the two halves of x's last dimension;
-act_and_mul takes them as two tensors. All launch the one kernel.
+Gated, act(gate) * up (gated.hpp): the *_and_mul ops take gate and up as the two
+halves of x's last dimension (swigluoai_and_mul: interleaved, gpt-oss's layout);
+act_and_mul takes them as two tensors. All launch the one kernel. Elementwise,
+act(x) (elementwise.hpp: that kernel's row loop with the gate alone): gelu_tanh
+and gelu_quick.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import torch
 
 from .. import _runtime
 from .._dtypes import DType
-from ..specs.activation import ACTIVATIONS, act_and_mul_spec
+from ..specs.activation import ACTIVATIONS, act_and_mul_spec, act_spec
 from ..specs.spec import leading_row_values
 from ._checks import (
     RowEntries,
     RowLayout,
     check_bool,
     check_float_dtype,
+    check_number,
     check_same,
     check_shape,
     check_unit_last_stride,
@@ -35,6 +39,7 @@ _TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "silu": torch.nn.functional.silu,
     "gelu": torch.nn.functional.gelu,
     "gelu_tanh": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
+    "gelu_quick": lambda a: a * torch.sigmoid(1.702 * a),
 }
 
 _Plan = tuple[str, DType, RowLayout]
@@ -45,22 +50,29 @@ def _check_out(
 ) -> tuple[int, ...]:
     """Checks out (not None) and returns its strides."""
     out_shape, out_strides = tensor_meta(op, "out", out)
-    check_same(op, "out", out, "x" if op.endswith("_and_mul") else "gate", like)
+    check_same(op, "out", out, "gate" if op == "act_and_mul" else "x", like)
     check_shape(op, "out", out_shape, shape, why)
     check_unit_last_stride(op, "out", out_shape, out_strides)
     return out_strides
 
 
 def _bind_rows(
-    plan: _Plan, like: torch.Tensor, dim: int, gate: Address, up: Address
+    plan: _Plan,
+    like: torch.Tensor,
+    dim: int,
+    gate: Address,
+    up: Address,
+    *,
+    interleaved: bool = False,
+    **floats: float,
 ) -> KernelBinding:
     """act_and_mul's kernel on rows of `dim` laid out as plan's (gate's strides, up's,
-    out's if given, else a new contiguous out's)."""
+    out's if given, else a new contiguous out's); floats: the activation's parameters."""
     activation, dtype, layout = plan
     gate_strides, up_strides, *given = layout.strides
     out_strides = given[0] if given else contiguous_row_strides(layout, dim)
     return bind_kernel(
-        act_and_mul_spec(activation, dtype, dim, _runtime.tuning_of(like)),
+        act_and_mul_spec(activation, dtype, dim, _runtime.tuning_of(like), interleaved),
         like,
         layout.rows,
         gate=gate,
@@ -70,6 +82,7 @@ def _bind_rows(
         **leading_row_values("out", out_strides),
         middle_size=layout.middle_size,
         inner_size=layout.inner_size,
+        **floats,
     )
 
 
@@ -101,7 +114,7 @@ def _check_halves(
 
 
 def _bind_halves(
-    plan: _Plan | None, x: torch.Tensor, gate_first: bool, out=None
+    plan: _Plan | None, x: torch.Tensor, gate_first: bool, out=None, **floats: float
 ) -> KernelBinding | Launch:
     if plan is None:
         return skip
@@ -109,7 +122,7 @@ def _bind_halves(
     # gate and up are the halves of x's rows: addresses, not views (each costs ~1 us).
     half = dim * x.element_size()
     gate_offset, up_offset = (0, half) if gate_first else (half, 0)
-    return _bind_rows(plan, x, dim, Address("x", gate_offset), Address("x", up_offset))
+    return _bind_rows(plan, x, dim, Address("x", gate_offset), Address("x", up_offset), **floats)
 
 
 def _halves_output(x: torch.Tensor, *_: object) -> torch.Tensor:
@@ -174,6 +187,78 @@ gelu_tanh_and_mul.__doc__ = (
 )
 
 
+def _bind_fatrelu(
+    plan: _Plan | None, x: torch.Tensor, threshold: float, out=None
+) -> KernelBinding | Launch:
+    return _bind_halves(plan, x, True, threshold=float(threshold))
+
+
+def _fatrelu_form(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    gate, up = x.float().chunk(2, dim=-1)
+    return (torch.where(gate > threshold, gate, 0.0) * up).to(x.dtype)
+
+
+@op(bind=_bind_fatrelu, new_output=_halves_output, torch_form=_fatrelu_form)
+def fatrelu_and_mul(
+    x: torch.Tensor, threshold: float = 0.0, out: torch.Tensor | None = None
+) -> _Plan | None:
+    """(gate if gate > threshold else 0) * up, gate and up halves of x (vLLM's fatrelu_and_mul).
+
+    x: [..., 2 * d] float32/float16/bfloat16, unit last stride, any other strides;
+    gate is x[..., :d], up x[..., d:]. threshold: a real number (not NaN), taken
+    as a float32; the comparison is vLLM's kernel's, gate > threshold, so a gate
+    equal to it, or NaN, counts as 0.
+    out: optional [..., d], same dtype; None returns a new contiguous tensor.
+    Exact but for the product's one rounding. Differentiable in x (not with out=).
+    """
+    name = "fatrelu_and_mul"
+    check_number(name, "threshold", threshold)
+    return _check_halves(name, "fatrelu", x, out, True)
+
+
+def _bind_swigluoai(
+    plan: _Plan | None, x: torch.Tensor, alpha: float, limit: float, out=None
+) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    # gate and up alternate in x's rows: up starts one element past gate.
+    return _bind_rows(
+        plan,
+        x,
+        x.shape[-1] // 2,
+        Address("x"),
+        Address("x", x.element_size()),
+        interleaved=True,
+        alpha=float(alpha),
+        limit=float(limit),
+    )
+
+
+def _swigluoai_form(x: torch.Tensor, alpha: float, limit: float) -> torch.Tensor:
+    x32 = x.float()
+    gate, up = x32[..., 0::2].clamp(max=limit), x32[..., 1::2].clamp(-limit, limit)
+    return ((up + 1) * gate * torch.sigmoid(alpha * gate)).to(x.dtype)
+
+
+@op(bind=_bind_swigluoai, new_output=_halves_output, torch_form=_swigluoai_form)
+def swigluoai_and_mul(
+    x: torch.Tensor, alpha: float = 1.702, limit: float = 7.0, out: torch.Tensor | None = None
+) -> _Plan | None:
+    """gpt-oss's clamped SwiGLU (vLLM's swigluoai_and_mul), gate and up interleaved in x.
+
+    gate = x[..., 0::2] clamped to at most limit, up = x[..., 1::2] clamped to
+    [-limit, limit]; out = (up + 1) * gate * sigmoid(alpha * gate).
+    x: [..., 2 * d] float32/float16/bfloat16, unit last stride, any other strides.
+    alpha: a real number; limit: a real number >= 0 (neither NaN).
+    out: optional [..., d], same dtype; None returns a new contiguous tensor.
+    Math in float, rounded once. Differentiable in x (not with out=).
+    """
+    name = "swigluoai_and_mul"
+    check_number(name, "alpha", alpha)
+    check_number(name, "limit", limit, minimum=0.0)
+    return _check_halves(name, "swigluoai", x, out, True)
+
+
 def _bind_act_and_mul(
     plan: _Plan | None, gate: torch.Tensor, up, activation: str, out=None
 ) -> KernelBinding | Launch:
@@ -227,3 +312,81 @@ def act_and_mul(
     if gate.numel() == 0:
         return None
     return activation, dtype, row_layout(name, shape[-1], shape, rows)
+
+
+# Elementwise activations, out = act(x).
+
+
+def _check_elementwise(
+    op: str, activation: str, x: torch.Tensor, out: torch.Tensor | None
+) -> _Plan | None:
+    shape, strides = tensor_meta(op, "x", x)
+    dtype = check_float_dtype(op, "x", x)
+    if not shape:
+        raise ValueError(f"{op}(): x is a 0-d tensor; expected [..., d]")
+    check_unit_last_stride(op, "x", shape, strides)
+    rows: RowEntries = (("x", strides, False),)
+    if out is not None:
+        rows += (("out", _check_out(op, out, x, shape, "x.shape"), True),)
+    if x.numel() == 0:
+        return None
+    return activation, dtype, row_layout(op, shape[-1], shape, rows)
+
+
+def _bind_elementwise(plan: _Plan | None, x: torch.Tensor, out=None) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    activation, dtype, layout = plan
+    dim = x.shape[-1]
+    x_strides, *given = layout.strides
+    out_strides = given[0] if given else contiguous_row_strides(layout, dim)
+    return bind_kernel(
+        act_spec(activation, dtype, dim, _runtime.tuning_of(x)),
+        x,
+        layout.rows,
+        **leading_row_values("x", x_strides),
+        **leading_row_values("out", out_strides),
+        middle_size=layout.middle_size,
+        inner_size=layout.inner_size,
+    )
+
+
+def _like_x(x: torch.Tensor, *_: object) -> torch.Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _elementwise_form(activation: str, x: torch.Tensor) -> torch.Tensor:
+    return _TORCH_ACTIVATIONS[activation](x.float()).to(x.dtype)
+
+
+_ELEMENTWISE = """
+
+    x: [..., d] float32/float16/bfloat16, unit last stride, any other strides.
+    out: optional, x's shape and dtype (x itself too); None returns a new contiguous
+    tensor. Math in float, rounded once. Differentiable in x (not with out=)."""
+
+
+@op(
+    bind=_bind_elementwise,
+    new_output=_like_x,
+    torch_form=functools.partial(_elementwise_form, "gelu_tanh"),
+)
+def gelu_tanh(x: torch.Tensor, out: torch.Tensor | None = None) -> _Plan | None:
+    return _check_elementwise("gelu_tanh", "gelu_tanh", x, out)
+
+
+@op(
+    bind=_bind_elementwise,
+    new_output=_like_x,
+    torch_form=functools.partial(_elementwise_form, "gelu_quick"),
+)
+def gelu_quick(x: torch.Tensor, out: torch.Tensor | None = None) -> _Plan | None:
+    return _check_elementwise("gelu_quick", "gelu_quick", x, out)
+
+
+gelu_tanh.__doc__ = (
+    "gelu(x) with the tanh approximation, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + "
+    "0.044715 * x^3))): torch's gelu(approximate='tanh'), Hugging Face's and vLLM's "
+    "gelu_new and gelu_fast (one function, written two ways)." + _ELEMENTWISE
+)
+gelu_quick.__doc__ = "x * sigmoid(1.702 * x), vLLM's and Hugging Face's gelu_quick." + _ELEMENTWISE

@@ -38,7 +38,7 @@ from ._launch import KernelBinding, Launch, bind_kernel, skip
 from ._op import op
 
 
-def _check_weight(
+def check_weight(
     op: str,
     name: str,
     weight: torch.Tensor | None,
@@ -77,7 +77,7 @@ def _check_rows(
     dtype = check_float_dtype(op, "x", x)
     if not shape:
         raise ValueError(f"{op}(): x is a 0-d tensor; expected at least 1 dimension (hidden)")
-    weight_kind = _check_weight(op, "weight", weight, x, shape[-1], "x")
+    weight_kind = check_weight(op, "weight", weight, x, shape[-1], "x")
     check_number(op, "eps", eps, minimum=0)
     check_unit_last_stride(op, "x", *meta)
     return meta, dtype, weight_kind
@@ -326,8 +326,8 @@ def check_qk_weights(
     why: str | None = None,
 ) -> str:
     """qknorm's two weights (qknorm_rope's too): [head_dim] each, of one kind; returns it."""
-    weight_kind = _check_weight(op, "q_weight", q_weight, q, head_dim, "q", why)
-    if _check_weight(op, "k_weight", k_weight, q, head_dim, "q", why) != weight_kind:
+    weight_kind = check_weight(op, "q_weight", q_weight, q, head_dim, "q", why)
+    if check_weight(op, "k_weight", k_weight, q, head_dim, "q", why) != weight_kind:
         raise TypeError(
             f"{op}(): k_weight is {_describe(k_weight)} but q_weight is {_describe(q_weight)}; "
             "expected both None or both of one dtype"
