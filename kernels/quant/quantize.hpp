@@ -51,9 +51,11 @@ inline void load_values(const T* row, int first, bool vectorized, float (&v)[kVe
   }
 }
 
-// The values of a row of x.
+// The values of a row of x. kKnowsRowMax: whether row_max, the absolute maximum of the
+// row's values, is known before quantize_row (one pass fewer for a scale a row).
 template <typename T>
 struct RowValues {
+  static constexpr bool kKnowsRowMax = false;
   const T* row;
 
   template <int kVec>
@@ -67,13 +69,17 @@ struct RowValues {
   }
 };
 
-// rmsnorm's values of a row, row * inv_rms * weight in float32 (not rounded to T).
+// rmsnorm's values of a row, (row * weight) * inv_rms in float32 (not rounded to T):
+// multiplied by inv_rms last, the row's absolute maximum is inv_rms times that of
+// row * weight, exactly (rounding is monotonic), which the sum of squares' pass takes.
 template <typename T, typename W>
 struct NormValues {
+  static constexpr bool kKnowsRowMax = true;
   const T* row;
   const W* weight;
   float inv_rms;
   bool weight_aligned;
+  float row_max;
 
   template <int kVec>
   bool aligned() const {
@@ -86,7 +92,7 @@ struct NormValues {
     float scales[kVec];
     norm_scales<kVec, false>(weight, first, vectorized && weight_aligned, scales);
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) v[e] = v[e] * inv_rms * scales[e];
+    for (int e = 0; e < kVec; ++e) v[e] = v[e] * scales[e] * inv_rms;
   }
 };
 
@@ -94,6 +100,7 @@ struct NormValues {
 // the product rounded to T), otherwise in float32 and not rounded.
 template <typename T, bool kRounded>
 struct SiluMulValues {
+  static constexpr bool kKnowsRowMax = false;
   const T* gate;
   const T* up;
 
@@ -254,14 +261,18 @@ inline void quantize_row(const ::sycl::nd_item<1>& item, const Values& values, Q
     float inverse;
     if constexpr (kDynamic) {
       float amax = 0.0f;
-      for_each_strided<kHidden / kVec, kThreads>(tid, [&](int j) {
-        float v[kVec];
-        values.template load<kVec>(j * kVec, vectorized, v);
+      if constexpr (Values::kKnowsRowMax) {
+        amax = values.row_max;
+      } else {
+        for_each_strided<kHidden / kVec, kThreads>(tid, [&](int j) {
+          float v[kVec];
+          values.template load<kVec>(j * kVec, vectorized, v);
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) amax = ::sycl::fmax(amax, ::sycl::fabs(v[e]));
-      });
-      const float scale =
-          dynamic_scale<Q, kUe8m0>(group_max<kThreads>(item, amax), layout.ub, layout.min);
+          for (int e = 0; e < kVec; ++e) amax = ::sycl::fmax(amax, ::sycl::fabs(v[e]));
+        });
+        amax = group_max<kThreads>(item, amax);
+      }
+      const float scale = dynamic_scale<Q, kUe8m0>(amax, layout.ub, layout.min);
       if (tid == 0) scale_row[0] = scale;
       inverse = reciprocal(scale);
     } else {
@@ -326,8 +337,12 @@ inline void rmsnorm_quantize(const T* x, int64_t x_outer, int64_t x_middle, int6
   const bool vectorized =
       is_vec_aligned<kVec>(x_row) && (!kFusedAdd || is_vec_aligned<kVec>(residual_row));
   // Pass 1: the sum of squares (of the sum, stored into residual, when fused), over the
-  // elements quantize_row gives this work-item.
+  // elements quantize_row gives this work-item; with one dynamic scale a row, also the
+  // absolute maximum of the values times the weight (NormValues).
+  constexpr bool kRowMax = kDynamic && kGroup == kHidden;
+  const bool weight_aligned = is_weight_aligned<kVec>(weight);
   float sum_sq = 0.0f;
+  float weighted_max = 0.0f;
   using Walk = RowWalk<kHidden, kGroup, kThreads, kVec, kGroupedWalk<kHidden, kGroup, kVec>>;
   Walk::each(item, [&](int first) {
     float v[kVec];
@@ -350,10 +365,19 @@ inline void rmsnorm_quantize(const T* x, int64_t x_outer, int64_t x_middle, int6
     }
 #pragma unroll
     for (int e = 0; e < kVec; ++e) sum_sq += v[e] * v[e];
+    if constexpr (kRowMax) {
+      float scales[kVec];
+      norm_scales<kVec, false>(weight, first, vectorized && weight_aligned, scales);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        weighted_max = ::sycl::fmax(weighted_max, ::sycl::fabs(v[e] * scales[e]));
+      }
+    }
   });
-  const NormValues<T, W> values{kFusedAdd ? residual_row : x_row, weight,
-                                inverse_rms<kHidden, kThreads>(item, sum_sq, eps),
-                                is_weight_aligned<kVec>(weight)};
+  const float inv_rms = inverse_rms<kHidden, kThreads>(item, sum_sq, eps);
+  const float row_max = kRowMax ? group_max<kThreads>(item, weighted_max) * inv_rms : 0.0f;
+  const NormValues<T, W> values{kFusedAdd ? residual_row : x_row, weight, inv_rms,
+                                weight_aligned, row_max};
   const ScaleLayout layout{scales, rows_per_scale, scale_row_stride, scale_group_stride,
                            scale_ub, scale_min};
   quantize_row<Q, kHidden, kGroup, kThreads, kVec, kDynamic, kUe8m0, kTruncate>(

@@ -102,7 +102,9 @@ read two ways, and the reading taken here:
   ``absmax / 127`` and, as vLLM, 1.0 for an all-zero row or group (written by a
   second, elementwise op on the scales; the values are 0 either way); ``scale_ub`` is
   fp8 only (ValueError, vLLM's check). The norm values are float32, not rounded to
-  the dtype, as vLLM's; with ``residual``, ``input + residual`` is rounded to the
+  the dtype, as vLLM's, multiplied as ``(x * w) * inv_rms`` where vLLM's take
+  ``(x * inv_rms) * w`` (a float32 rounding apart: rarely, a value one fp8 step
+  away); with ``residual``, ``input + residual`` is rounded to the
   dtype, stored and normalized.
 - ``silu_and_mul_quant``: silu and the product rounded to the input's dtype (vLLM's
   kernel: the same bits as ``silu_and_mul`` then ``static_scaled_fp8_quant``).

@@ -598,8 +598,9 @@ def rmsnorm_quantize(
     truncate: bool = False,
     out: torch.Tensor | None = None,
 ) -> Plan | None:
-    """quantize(rmsnorm(x, weight, eps), scale) in one pass: the norm's values in float32,
-    not rounded to x's dtype, quantized with the given scale (quantize's forms).
+    """quantize(rmsnorm(x, weight, eps), scale) in one pass: the norm's values
+    (x * weight) * rsqrt(mean(x^2) + eps) in float32, not rounded to x's dtype,
+    quantized with the given scale (quantize's forms).
 
     With residual (in place): residual = x + residual, rounded to x's dtype, and the
     rounded sum is normalized; x is only read. x, residual: [..., hidden]
@@ -678,8 +679,10 @@ def rmsnorm_dynamic_quantize(
 ) -> Plan | None:
     """dynamic_quantize(rmsnorm(x, weight, eps)) in one pass over x: returns (q, scales).
 
-    The norm's values in float32, not rounded to x's dtype; the scales as
-    dynamic_quantize's (per row, or per group of group_size). residual: as
+    The norm's values as rmsnorm_quantize's, (x * weight) * rsqrt(mean(x^2) + eps) in
+    float32, not rounded to x's dtype (the row's absolute maximum, for one scale a
+    row, is taken with the sum of squares: two passes over x in cache, not three); the
+    scales as dynamic_quantize's (per row, or per group of group_size). residual: as
     rmsnorm_quantize's (in place: x + residual, rounded, is stored and normalized).
     """
     name = "rmsnorm_dynamic_quantize"

@@ -35,7 +35,7 @@ _SEPARATE, _INTERLEAVED = 0, 1
 # gelu, 0.59-0.70x for silu and gelu_tanh; 256 tokens 0.90-0.98x, 1 and 16 tokens
 # 0.97-1.05x. 11008 and 14336 wide rows: 0.58-1.05x at 1024 tokens. 2048 work-items
 # were no better, 4096 up to 2x slower.
-_MIN_CPU_THREADS = 1024
+ACTIVATION_CPU_THREADS = 1024
 
 
 @functools.cache
@@ -45,7 +45,7 @@ def act_and_mul_spec(
     """The gated kernel on rows of `dim` outputs; interleaved: gate and up alternate
     in one row (gate at even elements), named ..._and_mul_interleaved_...."""
     t = dtype.cpp_type
-    threads = row_group_size(dtype, dim, tuned_for, min_cpu_threads=_MIN_CPU_THREADS)
+    threads = row_group_size(dtype, dim, tuned_for, min_cpu_threads=ACTIVATION_CPU_THREADS)
     vec = vec_width(dtype, tuned_for, cpu_pairs=True)
     # Interleaved, a step loads 2 * vec elements: a cpu pair (one 32- or 64-bit SIMD
     # lane, kernels/common/vec.hpp) or a gpu 16-byte vector.
@@ -83,7 +83,7 @@ def act_and_mul_spec(
 def act_spec(activation: str, dtype: DType, dim: int, tuned_for: str) -> KernelSpec:
     """The one-value kernel, out = act(x), on rows of `dim` (the gated kernel's tuning)."""
     t = dtype.cpp_type
-    threads = row_group_size(dtype, dim, tuned_for, min_cpu_threads=_MIN_CPU_THREADS)
+    threads = row_group_size(dtype, dim, tuned_for, min_cpu_threads=ACTIVATION_CPU_THREADS)
     return KernelSpec(
         name=f"{activation}_{dtype.short_name}_d{dim}_{tuned_for}",
         header="activation/elementwise.hpp",

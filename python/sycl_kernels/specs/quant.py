@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from .._dtypes import BY_NAME, QUANT_BY_NAME, DType, QuantDType
+from .activation import ACTIVATION_CPU_THREADS
 from .norm import norm_weight
 from .spec import KernelSpec, Param, leading_row_params, row_group_size, vec_width
 from .variants import manifest_op
@@ -31,12 +32,15 @@ _SCALE_PARAMS = (
 GROUP_LANES = 16
 
 
-def quant_threads(dtype: DType, hidden: int, group: int, tuned_for: str) -> tuple[int, int]:
+def quant_threads(
+    dtype: DType, hidden: int, group: int, tuned_for: str, *, min_cpu_threads: int = 256
+) -> tuple[int, int]:
     """(work-items of a row's work-group, elements each moves per access) for a row of
     `hidden` with scales per `group` values, a multiple of GROUP_LANES (hidden: one
     scale a row, or groups that are not).
 
-    One scale a row: the row kernels' (row_group_size, vec_width). Smaller groups: a
+    One scale a row: the row kernels' (row_group_size, vec_width; min_cpu_threads as
+    row_group_size's: an activation's, whose unrolled copies of exp cost). Smaller groups: a
     sub-group of GROUP_LANES work-items each, up to 256 work-items (16 groups at once);
     cpu, an element an access; gpu, the widest vector that splits the group evenly over
     the lanes. On the CPU device, 4096 x 4096 bf16 in groups of 128 took 15-24 ms with
@@ -45,7 +49,8 @@ def quant_threads(dtype: DType, hidden: int, group: int, tuned_for: str) -> tupl
     """
     vec = vec_width(dtype, tuned_for)
     if group == hidden:
-        return row_group_size(dtype, hidden, tuned_for), vec if hidden % vec == 0 else 1
+        threads = row_group_size(dtype, hidden, tuned_for, min_cpu_threads=min_cpu_threads)
+        return threads, vec if hidden % vec == 0 else 1
     while group % (GROUP_LANES * vec):
         vec //= 2
     lanes = (hidden // group) * GROUP_LANES
@@ -80,7 +85,12 @@ def quantize_spec(
     grouped = group < hidden and group % GROUP_LANES == 0
     if dynamic and group < hidden and not grouped:
         raise ValueError(f"dynamic groups of {group}: expected a multiple of {GROUP_LANES}")
-    threads, vec = quant_threads(dtype, hidden, group if grouped else hidden, tuned_for)
+    # silu: the gated activations' work-items on the CPU device (specs/activation.py):
+    # 16 unrolled steps of silu a work-item took 1.4-2.1x the time of 4 (4096 x 4096).
+    min_cpu_threads = ACTIVATION_CPU_THREADS if producer == "silu_and_mul" else 256
+    threads, vec = quant_threads(
+        dtype, hidden, group if grouped else hidden, tuned_for, min_cpu_threads=min_cpu_threads
+    )
     if group % vec:
         vec = 1
     common = (qdtype.cpp_type, str(hidden), str(group), str(threads), str(vec))
