@@ -250,6 +250,26 @@ def timestep_embedding(
     return out
 
 
+def paged_store(
+    cache_slots: torch.Tensor,
+    rows: torch.Tensor,
+    slots: torch.Tensor,
+    scale: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A paged KV store: a copy of cache_slots [num_slots, ...] with rows[t] written at
+    slots[t] (index_copy_; negative slots skipped); into a float8_e4m3fn cache each
+    value as vLLM stores it: (x / scale) in float32, clamped to +-448, then cast."""
+    out = cache_slots.clone()
+    keep = slots >= 0
+    values = rows[keep]
+    if out.dtype == torch.float8_e4m3fn:  # index_copy_ has no float8: copy the bits
+        values = (values.float() / scale.float()).clamp(-448.0, 448.0).to(out.dtype)
+        out.view(torch.uint8).index_copy_(0, slots[keep], values.view(torch.uint8))
+        return out
+    out.index_copy_(0, slots[keep], values.to(out.dtype))
+    return out
+
+
 def tolerance(dtype: torch.dtype) -> dict[str, float]:
     """assert_close tolerances: fp16/bf16 outputs are rounded to 8 or 11 significant bits."""
     return {
@@ -262,3 +282,81 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
 def assert_close(got: torch.Tensor, want: torch.Tensor) -> None:
     """got (in its dtype) against a float64 reference, with that dtype's tolerance."""
     torch.testing.assert_close(got.double(), want, **tolerance(got.dtype))
+
+
+def moe_scores(logits: torch.Tensor, scoring: str) -> torch.Tensor:
+    """MoE router scores in float64: softmax or sigmoid of the logits, or them ("none")."""
+    x = logits.double()
+    if scoring == "softmax":
+        return torch.softmax(x, dim=-1)
+    if scoring == "sigmoid":
+        return torch.sigmoid(x)
+    return x
+
+
+def _stable_topk(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The indices of the k largest of each row, equal values lower index first."""
+    return torch.sort(x, dim=-1, descending=True, stable=True)[1][:, :k]
+
+
+def moe_topk(
+    logits: torch.Tensor,
+    topk: int,
+    scoring: str = "softmax",
+    bias: torch.Tensor | None = None,
+    renormalize: bool = False,
+    num_expert_group: int | None = None,
+    topk_group: int | None = None,
+    group_scoring: str | None = None,
+    routed_scaling_factor: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(weights, ids, keys) in float64 as vLLM's torch-native grouped_topk: keys =
+    scores + bias, -inf outside the topk_group best groups (scored by their max key, or
+    with group_scoring "top2_sum" the sum of their two best; None: top2_sum with a bias);
+    ids the topk largest keys (equal keys and group scores: lower index first); weights
+    their unbiased scores, divided by their sum with renormalize, times
+    routed_scaling_factor."""
+    scores = moe_scores(logits, scoring)
+    keys = scores if bias is None else scores + bias.double()
+    if num_expert_group is not None:
+        tokens = keys.shape[0]
+        grouped = keys.view(tokens, num_expert_group, -1)
+        if group_scoring is None:
+            group_scoring = "top2_sum" if bias is not None else "max"
+        if group_scoring == "top2_sum":
+            group_scores = grouped.topk(2, dim=-1)[0].sum(dim=-1)
+        else:
+            group_scores = grouped.max(dim=-1).values
+        kept = _stable_topk(group_scores, topk_group)
+        mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, kept, True)
+        keys = keys.masked_fill(~mask[:, :, None].expand_as(grouped).reshape(keys.shape), -math.inf)
+    ids = _stable_topk(keys, topk)
+    weights = scores.gather(1, ids)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights * routed_scaling_factor, ids, keys
+
+
+def moe_align_block_size(topk_ids, num_experts, block_size, expert_map=None):
+    """Sort-based: the flat slot indices per expert (a stable sort), each run padded
+    with numel to a multiple of block_size; (per-expert index lists, expert of each
+    block, padded total)."""
+    flat = topk_ids.reshape(-1).long()
+    experts = flat if expert_map is None else expert_map.long()[flat]
+    order = torch.sort(experts, stable=True).indices
+    runs, blocks = [], []
+    for e in range(num_experts):
+        idx = order[experts[order] == e]
+        runs.append(idx.tolist())
+        blocks += [e] * -(-len(idx) // block_size)
+    return runs, blocks, len(blocks) * block_size
+
+
+def moe_sum(x, topk_ids=None, expert_map=None, scale=1.0):
+    """float64 sum over active slots (vLLM's moe_sum), times scale."""
+    active = torch.ones(x.shape[:2], dtype=torch.bool)
+    if topk_ids is not None:
+        active = topk_ids >= 0
+        if expert_map is not None:
+            active &= expert_map.long()[topk_ids.long().clamp(min=0)] >= 0
+    return (x.double() * active[..., None]).sum(1) * scale

@@ -268,7 +268,7 @@ def _empty(case: OpCase) -> dict[str, object]:
     """The op's valid arguments with zero tokens (rows)."""
     args = case.make_args()
     token_args = {"x", "out", "scales", "residual", "q", "k", "v", "positions", "out_loc", "t"}
-    token_args |= {"gate", "up"}
+    token_args |= {"gate", "up", "topk_ids", "gating_output"}
     return {k: v[:0] if k in token_args else v for k, v in args.items()}
 
 

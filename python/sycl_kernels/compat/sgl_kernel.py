@@ -100,6 +100,63 @@ taken here:
   has scale 0 and q 0 (as sgl).
 - ``sgl_per_token_quant_fp8``: ``absmax / 448`` per token, no floor; an all-zero row
   has scale 0 and q 0 (as sgl's ``scale_inv = 0``). output_s ``[T]`` or ``[T, 1]``.
+- ``store_cache_xpu`` (sgl-kernel-xpu 9cf16bf9 src/sycl/KVCache.cpp, the KV store
+  SGLang's XPU memory pool calls): k/v ``[tokens, row_dim]`` copied bit for bit into
+  k_cache/v_cache ``[cache_size, row_dim]`` at ``indices`` (converted to int64 as
+  sgl's wrapper does), in place, None returned; a negative index stores nothing
+  (sgl: ``< 0``). An index at or past cache_size raises IndexError on CPU tensors;
+  on an XPU it is skipped (sgl writes out of bounds). The caches may have any
+  strides with a unit last one (sgl: contiguous); the model dtype only, as sgl's
+  (no fp8 cache, no scale).
+- ``moe_align_block_size`` (sgl-kernel-xpu 9cf16bf9 python/sgl_kernel/moe.py,
+  include/sgl_kernel/jit_kernel/moe/moe_align_block_size.hpp): num_experts counts
+  sgl's extra bucket (actual experts + 1): a slot's bucket is ``topk_ids + 1``, so
+  -1 slots form bucket 0, whose blocks have expert id -1; expert_ids hold bucket -
+  1. Pad value ``topk_ids.numel()``: written to every entry of sorted_token_ids not
+  holding a slot, whatever pad_sorted_token_ids (sgl: with it True, up to the padded
+  total only; accepted, no effect). expert_ids past the padded total hold -1 (sgl
+  leaves them unwritten). Within an expert the slots are in increasing flat index
+  order (sgl: unspecified on its large path). cumsum_buffer[: num_experts + 1]
+  receives the exclusive prefix sums of the padded bucket counts (where each
+  bucket's run starts; [num_experts] the total); sgl's large path leaves each
+  bucket's start plus its count there, its small path does not write it. An id
+  outside [-1, num_experts - 1) raises IndexError on CPU tensors.
+- ``moe_sum_reduce``: output = routed_scaling_factor * the float32 sum over topk,
+  rounded once (as sgl); the default routed_scaling_factor is sgl's 0 (a zero
+  output). ``moe_sum``: the float32 sum over every topk slot, rounded once (sgl's
+  kernel adds the first two slots whatever topk, in the input dtype).
+- MoE routing (read against sgl-kernel-xpu 9cf16bf9, src/sycl/TopKSoftMax.cpp,
+  TopKSigMoid.cpp, MoE_fused_gate.cpp, BiasedTopK.cpp and python/sgl_kernel/moe.py):
+  ``topk_softmax``, ``topk_sigmoid``, ``moe_fused_gate`` and ``biased_topk`` run
+  ``moe_topk``. Ties: the lower expert index first, and for groups the lower group
+  index kept (as sgl's kernels break them). The bias ranks experts only; weights are
+  the unbiased float32 scores (sgl's ``topk_sigmoid`` subtracts the bias back from
+  score + bias, a float32 rounding apart; ``moe_fused_gate`` computes the scores in
+  the input's dtype, rounding them there; its bias has the input's dtype). sgl uses
+  ``native::exp`` (a fast, less exact exp) in the softmax/sigmoid of ``topk_softmax``,
+  ``topk_sigmoid`` and ``biased_topk``: its weights differ from these in the last
+  bits, and a near tie may be resolved the other way.
+- Scaling, as each sgl kernel does it: ``topk_softmax``: no factor, weights / sum
+  with ``renormalize``. ``topk_sigmoid``: with ``renormalize`` weights times
+  ``routed_scaling_factor / sum`` (sgl: ``sum + 1e-20``); without, the raw sigmoid
+  scores and the factor is NOT applied. ``moe_fused_gate`` and ``biased_topk``:
+  weights / sum with ``renormalize`` (sum > 0), then times ``routed_scaling_factor``
+  if ``apply_routed_scaling_factor_on_output`` (``moe_fused_gate``: only when it also
+  renormalizes, as sgl's kernel scales inside its renormalization). ``moe_fused_gate`` groups:
+  sigmoid scores each group by the sum of its two best ``score + bias``, softmax by
+  its best (sgl's rule, not vLLM's bias-driven one); bias may be None.
+- Fused shared experts (``num_fused_shared_experts`` = n): the last n of topk slots
+  get ids ``num_experts .. num_experts + n - 1`` and the weight ``routed_sum /
+  routed_scaling_factor`` (the sum of the routed slots' unbiased scores) before the
+  renormalization and scaling above, which apply to them too (``moe_fused_gate``,
+  ``biased_topk``). ``topk_sigmoid`` takes n of 0 or 1 (sgl writes one such slot):
+  its weight is 1.0 with ``renormalize`` (not scaled), ``routed_sum /
+  routed_scaling_factor`` without. sgl's ``routed_scaling_factor`` default 0 in
+  ``moe_fused_gate`` makes that weight infinite, as in sgl.
+- Routing ids are int32 and weights float32 (sgl's checks). Taken here where sgl
+  refuses: any number of experts up to 1024 (sgl: up to 256, ``moe_fused_gate``
+  powers of two with groups of at most 32), any group size. ``biased_topk`` takes
+  ``scoring_func`` "sigmoid" only (its "sqrtsoftplus" raises NotImplementedError).
 - Taken here where sgl refuses: input with any strides but a unit last one (sgl:
   contiguous), float32 input to the per-tensor and per-token ops.
 """
@@ -118,12 +175,17 @@ from ._heads import split_heads
 __all__ = [
     "FusedSetKVBufferArg",
     "apply_rope_with_cos_sin_cache_inplace",
+    "biased_topk",
     "fused_add_rmsnorm",
     "fused_inplace_qknorm",
     "gelu_and_mul",
     "gelu_tanh_and_mul",
     "gemma_fused_add_rmsnorm",
     "gemma_rmsnorm",
+    "moe_align_block_size",
+    "moe_fused_gate",
+    "moe_sum",
+    "moe_sum_reduce",
     "rmsnorm",
     "rotary_embedding",
     "sgl_per_tensor_quant_fp8",
@@ -133,6 +195,9 @@ __all__ = [
     "sgl_per_token_group_quant_int8",
     "sgl_per_token_quant_fp8",
     "silu_and_mul",
+    "store_cache_xpu",
+    "topk_sigmoid",
+    "topk_softmax",
 ]
 
 
@@ -605,3 +670,238 @@ def sgl_per_token_quant_fp8(
 def _rows(t: torch.Tensor) -> torch.Tensor:
     """t [..., hidden] as [rows, hidden] (a view where the strides allow; t is read)."""
     return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
+
+
+def store_cache_xpu(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    indices: torch.Tensor,
+) -> None:
+    """sgl-kernel-xpu's fused KV-cache store (9cf16bf9 python/sgl_kernel/elementwise.py):
+    k/v [tokens, row_dim] (unit last stride) into k_cache/v_cache [cache_size, row_dim]
+    at indices (any integer dtype, taken as int64 as sgl's ``indices.long()``); a
+    negative index stores nothing (module doc)."""
+    op = "sgl_kernel.store_cache_xpu"
+    for name, t in (("k", k), ("v", v), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{op}(): {name} is {shape}; expected a 2-D tensor")
+    ops.store_kv_cache(
+        k.unsqueeze(1),
+        v.unsqueeze(1),
+        k_cache.unsqueeze(1).unsqueeze(1),
+        v_cache.unsqueeze(1).unsqueeze(1),
+        indices.long() if isinstance(indices, torch.Tensor) else indices,
+    )
+
+
+def moe_align_block_size(
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    block_size: int,
+    sorted_token_ids: torch.Tensor,
+    experts_ids: torch.Tensor,
+    num_tokens_post_pad: torch.Tensor,
+    cumsum_buffer: torch.Tensor,
+    pad_sorted_token_ids: bool = False,
+) -> None:
+    """sgl_kernel's ``moe_align_block_size``, in place (module doc)."""
+    buckets = topk_ids + 1
+    ops.moe_align_block_size(
+        buckets,
+        num_experts,
+        block_size,
+        sorted_token_ids=sorted_token_ids,
+        expert_ids=experts_ids,
+        num_tokens_post_padded=num_tokens_post_pad,
+    )
+    experts_ids.sub_(1).clamp_(min=-1)
+    counts = torch.bincount(buckets.reshape(-1), minlength=num_experts)[:num_experts]
+    padded = (counts + block_size - 1) // block_size * block_size
+    cumsum_buffer[0] = 0
+    cumsum_buffer[1 : num_experts + 1] = padded.cumsum(0)
+
+
+def moe_sum_reduce(
+    input_tensor: torch.Tensor, output_tensor: torch.Tensor, routed_scaling_factor: float = 0
+) -> None:
+    """sgl_kernel's ``moe_sum_reduce``, in place (module doc)."""
+    ops.moe_sum(input_tensor, scale=float(routed_scaling_factor), out=output_tensor)
+
+
+def moe_sum(input_tensor: torch.Tensor, output_tensor: torch.Tensor) -> None:
+    """sgl_kernel's ``moe_sum``, in place (module doc)."""
+    ops.moe_sum(input_tensor, out=output_tensor)
+
+
+# MoE routing (module doc).
+
+
+def topk_softmax(
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    gating_output: torch.Tensor,
+    renormalize: bool = False,
+) -> None:
+    """sgl_kernel's ``topk_softmax``: each token's top-k experts of softmax(gating_output),
+    written into topk_weights and topk_ids (module doc)."""
+    topk = topk_weights.shape[-1]
+    ops.moe_topk(
+        gating_output, topk, renormalize=renormalize, topk_weights=topk_weights, topk_ids=topk_ids
+    )
+
+
+def _shared_slots(
+    weights: torch.Tensor, ids: torch.Tensor, routed: int, experts: int, factor: float
+) -> None:
+    """The fused shared experts' slots, past the first `routed` (module doc)."""
+    shared = weights.shape[1] - routed
+    routed_sum = weights[:, :routed].sum(dim=1, keepdim=True)
+    weights[:, routed:] = routed_sum / factor if factor else routed_sum * math.inf
+    ids[:, routed:] = torch.arange(experts, experts + shared, dtype=ids.dtype, device=ids.device)
+
+
+def topk_sigmoid(
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    gating_output: torch.Tensor,
+    renormalize: bool = False,
+    correction_bias: torch.Tensor | None = None,
+    routed_scaling_factor: float = 1.0,
+    num_fused_shared_experts: int = 0,
+) -> None:
+    """sgl_kernel's ``topk_sigmoid``: each token's top-k experts of sigmoid(gating_output)
+    (+ correction_bias for the ranking), in place (module doc: scaling, shared experts)."""
+    if num_fused_shared_experts not in (0, 1):
+        raise ValueError(
+            f"topk_sigmoid(): num_fused_shared_experts is {num_fused_shared_experts!r}; "
+            "expected 0 or 1 (sgl writes one shared slot)"
+        )
+    topk = topk_weights.shape[-1]
+    routed = topk - num_fused_shared_experts
+    factor = float(routed_scaling_factor)
+    ops.moe_topk(
+        gating_output,
+        routed,
+        scoring="sigmoid",
+        correction_bias=correction_bias,
+        topk_weights=topk_weights[:, :routed],
+        topk_ids=topk_ids[:, :routed],
+    )
+    if num_fused_shared_experts:
+        _shared_slots(topk_weights, topk_ids, routed, gating_output.shape[-1], factor)
+        if renormalize:
+            topk_weights[:, routed:] = 1.0
+    if renormalize:
+        routed_weights = topk_weights[:, :routed]
+        routed_weights.mul_(factor / routed_weights.sum(dim=1, keepdim=True).clamp_min(1e-20))
+
+
+def _scaled(
+    weights: torch.Tensor,
+    ids: torch.Tensor,
+    routed: int,
+    experts: int,
+    renormalize: bool,
+    factor: float,
+    apply_factor: bool,
+) -> None:
+    """Shared slots, then weights / routed sum (renormalize, sum > 0) times the factor
+    (apply_factor), as moe_fused_gate and biased_topk (module doc)."""
+    if routed < weights.shape[1]:
+        _shared_slots(weights, ids, routed, experts, factor)
+    if renormalize:
+        routed_sum = weights[:, :routed].sum(dim=1, keepdim=True)
+        weights.div_(torch.where(routed_sum > 0, routed_sum, 1.0))
+    if apply_factor:
+        weights.mul_(factor)
+
+
+def moe_fused_gate(
+    input_tensor: torch.Tensor,
+    bias: torch.Tensor | None,
+    num_expert_group: int,
+    topk_group: int,
+    topk: int,
+    renormalize: bool = True,
+    scoring_func: str = "sigmoid",
+    num_fused_shared_experts: int = 0,
+    routed_scaling_factor: float = 0,
+    apply_routed_scaling_factor_on_output: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """sgl_kernel's ``moe_fused_gate``: grouped top-k, (weights float32, ids int32)
+    [tokens, topk] (module doc)."""
+    scoring = scoring_func.lower() if isinstance(scoring_func, str) else scoring_func
+    if scoring not in ("sigmoid", "softmax"):
+        raise ValueError(
+            f"Unknown scoring_func '{scoring_func}', must be one of ['sigmoid', 'softmax']"
+        )
+    routed = topk - num_fused_shared_experts
+    weights = torch.empty(
+        (input_tensor.shape[0], topk), dtype=torch.float32, device=input_tensor.device
+    )
+    ids = torch.empty_like(weights, dtype=torch.int32)
+    ops.moe_topk(
+        input_tensor,
+        routed,
+        scoring=scoring,
+        correction_bias=bias,
+        num_expert_group=num_expert_group,
+        topk_group=topk_group,
+        group_scoring="top2_sum" if scoring == "sigmoid" else "max",
+        topk_weights=weights[:, :routed],
+        topk_ids=ids[:, :routed],
+    )
+    _scaled(
+        weights,
+        ids,
+        routed,
+        input_tensor.shape[-1],
+        renormalize,
+        float(routed_scaling_factor),
+        renormalize and apply_routed_scaling_factor_on_output,  # sgl scales in its renorm
+    )
+    return weights, ids
+
+
+def biased_topk(
+    input_tensor: torch.Tensor,
+    bias: torch.Tensor,
+    output: torch.Tensor,
+    indices: torch.Tensor,
+    topk: int,
+    scoring_func: str,
+    num_fused_shared_experts: int = 0,
+    renormalize: bool = False,
+    routed_scaling_factor: float = 1.0,
+    apply_routed_scaling_factor_on_output: bool = False,
+) -> None:
+    """sgl_kernel's ``biased_topk``: top-k of sigmoid(input) + bias, unbiased weights,
+    written into output and indices (module doc)."""
+    scoring = scoring_func.lower() if isinstance(scoring_func, str) else scoring_func
+    if scoring == "sqrtsoftplus":
+        raise NotImplementedError("biased_topk(): scoring_func 'sqrtsoftplus' is not provided")
+    if scoring != "sigmoid":
+        raise ValueError(
+            f"Unknown scoring_func '{scoring_func}', must be one of ['sigmoid', 'sqrtsoftplus']"
+        )
+    routed = topk - num_fused_shared_experts
+    ops.moe_topk(
+        input_tensor,
+        routed,
+        scoring="sigmoid",
+        correction_bias=bias,
+        topk_weights=output[:, :routed],
+        topk_ids=indices[:, :routed],
+    )
+    _scaled(
+        output,
+        indices,
+        routed,
+        input_tensor.shape[-1],
+        renormalize,
+        float(routed_scaling_factor),
+        apply_routed_scaling_factor_on_output,
+    )

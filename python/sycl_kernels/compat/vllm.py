@@ -117,6 +117,73 @@ read two ways, and the reading taken here:
   silu ops, any group_size dividing the row (vLLM: 32, 64 or 128 for
   ``silu_and_mul_per_block_quant``). ``static_scaled_fp8_quant``'s 1-D scale needs
   its group size to divide its dimension (vLLM reads past the scale otherwise).
+- The paged KV cache (read against vllm-xpu-kernels 4543b580 csrc/cache.cpp and
+  csrc/quantization/fp8/quant_utils.h): ``reshape_and_cache_flash``,
+  ``reshape_and_cache`` and ``concat_and_cache_mla`` take vLLM's schema order and
+  write the caches in place (None returned), on ``store_kv_cache`` and
+  ``concat_and_cache_mla``. Only the first ``slot_mapping.shape[0]`` tokens are
+  stored (vLLM's num_tokens; the rest is padding); a negative slot stores nothing
+  (vLLM: ``slot < 0``). An fp8 cache (``kv_cache_dtype`` "fp8" or "fp8_e4m3"; the
+  cache torch.uint8, as vLLM allocates it, or float8_e4m3fn) stores
+  ``fp8(clamp(x / scale, -448, 448))``: divided by the scale in float32, as the
+  flash and MLA kernels' ``CopyWithScaleOp`` do (and vLLM's CUDA kernels), rounded
+  to nearest even. vLLM-XPU's split-layout ``reshape_and_cache`` kernel at that
+  commit multiplies by ``k_scale`` instead, without the clamp; it is read here as
+  the divide every other cache kernel does (an engine whose scales are 1.0 sees no
+  difference). ``k_scale``/``v_scale``/``scale``: vLLM's schema takes tensors and
+  its kernels read their first element (as here, converted to float32); a Python
+  float is taken too. With "auto" the scales are ignored (vLLM passes them
+  unread) and the cache must have the source's dtype. A slot at or past
+  ``num_blocks * block_size`` raises IndexError on CPU tensors; on an XPU the kernel
+  skips it (vLLM's writes out of bounds). Taken where vLLM refuses or misreads: any
+  key/value strides with a unit last one (vLLM reads heads at ``head_size`` apart
+  within a token), any cache strides with a unit last one (vLLM: contiguous, or
+  its interleaved K/V pages). The flash layout's interleaved pages work as two
+  views of one buffer. ``fp8_e5m2`` caches are not provided (ValueError);
+  ``gather_cache`` is not provided.
+- ``moe_align_block_size`` (vllm-xpu-kernels 4543b580 csrc/moe/moe_align_sum_kernels.cpp):
+  writes sorted_token_ids, experts_ids and num_tokens_post_pad in place. Pad value
+  ``topk_ids.numel()`` in every entry of sorted_token_ids not holding a slot (vLLM:
+  the same, the whole buffer). Within an expert the slots are in increasing flat
+  index order (vLLM's atomics leave it unspecified; compare per-expert sets).
+  experts_ids past the padded total hold 0 (vLLM's inactive_expert_id 0 up to
+  ceil(sorted_token_ids.numel() / block_size)). maybe_expert_map: vLLM's reading:
+  topk_ids are global ids in [0, num_experts), counted under expert_map[id] (local),
+  -1 left out; experts_ids hold local ids. An id outside [0, num_experts) raises
+  IndexError on CPU tensors (vLLM's large-batch path skips ids >= num_experts, its
+  small-batch path reads out of bounds); on an XPU it is left out. topk_ids
+  int32/int64 only (vLLM also takes other integer dtypes).
+- ``moe_sum`` (same file): output = the float32 sum over topk rounded once; with
+  topk_ids a slot with a negative id, or with expert_map an id mapped below 0, is
+  left out (vLLM's pad-aware path); expert_map without topk_ids raises ValueError
+  (vLLM: RuntimeError). Ids at or past expert_map's size: IndexError on CPU.
+- MoE routing (read against vllm-xpu-kernels 4543b580, csrc/moe/topk.cpp and
+  grouped_topk.cpp): ``topk_softmax``, ``topk_sigmoid`` and ``grouped_topk`` run
+  ``moe_topk``. Ties: the lower expert index first, and for groups the lower group
+  index first (as vLLM's kernels break them; torch.topk's order among equal values is
+  unspecified). Weights are the unbiased scores of the chosen experts; ``bias`` ranks
+  them only. ``renormalize``: weights times ``routed_scaling_factor / sum`` (the sum
+  of the chosen unbiased scores, when positive; ``grouped_topk``'s ``sum + 1e-20``
+  is the same up to a rounding), so the factor applies whether or not the weights
+  are renormalized, after renormalizing; ``topk_softmax`` has no factor (1.0).
+  Scores are float32 and not rounded: vLLM's ``topk_sigmoid`` rounds the sigmoid to
+  the logits' dtype, and its ``grouped_topk`` computes sigmoid, score + bias and the
+  group sums in the scores' dtype, so at fp16/bf16 weights differ by up to half a
+  unit in that dtype's last place and a near tie can be resolved the other way.
+  ``token_expert_indices`` receives ``k * num_tokens + t`` for token t's k-th
+  choice (vLLM's source-row map). ``is_padding`` (bool ``[tokens]``): a padding
+  token gets weights 0 and ids -1 (uint32: 2**32 - 1, vLLM's cast), its
+  token_expert_indices written as any other's.
+  ``topk_indices`` may be int32, uint32 or int64 as vLLM's (not int32: computed
+  into a temporary and copied). ``grouped_topk``: ``scoring_func`` 0 takes the
+  scores as given (already softmaxed), 1 applies sigmoid; groups are scored by the
+  sum of their two best ``score + bias`` (vLLM's kernel, also its torch-native form
+  with a bias), ``bias`` any float dtype. An infinite score is ranked as it is
+  (vLLM's grouped kernel skips infinite inputs; a NaN ranks below every number
+  here); vLLM's fallback when the topk_group-th group scores -inf (ids 0..topk-1,
+  weights 1 / topk) does not happen here: the best groups are taken anyway.
+  Taken here where vLLM refuses: any number of experts up to 1024, non-power-of-two
+  ones without a workspace, n_group up to 32 with any group size.
 - Not provided: float8_e5m2 outputs (vLLM's fp8 kernels also write them; TypeError
   here): the core ops quantize to float8_e4m3fn and int8 only.
 """
@@ -130,6 +197,7 @@ from ..ops.quant import DEFAULT_SCALE_MIN
 from ._heads import split_heads
 
 __all__ = [
+    "concat_and_cache_mla",
     "dynamic_per_token_scaled_fp8_quant",
     "dynamic_scaled_fp8_quant",
     "fatrelu_and_mul",
@@ -141,8 +209,11 @@ __all__ = [
     "gelu_new",
     "gelu_quick",
     "gelu_tanh_and_mul",
+    "grouped_topk",
     "mul_and_silu",
     "per_token_group_fp8_quant",
+    "reshape_and_cache",
+    "reshape_and_cache_flash",
     "rms_norm",
     "rms_norm_dynamic_per_token_quant",
     "rms_norm_per_block_quant",
@@ -153,6 +224,8 @@ __all__ = [
     "silu_and_mul_quant",
     "static_scaled_fp8_quant",
     "swigluoai_and_mul",
+    "topk_sigmoid",
+    "topk_softmax",
 ]
 
 
@@ -648,4 +721,258 @@ def silu_and_mul_per_block_quant(
         rounded=False,
         out=out,
         scales=_block_scales(op, scales, tokens, hidden // group_size, bool(is_scale_transposed)),
+    )
+
+
+# The paged KV cache (vllm-xpu-kernels 4543b580 csrc/cache.cpp, _C_cache_ops).
+
+_KV_FP8 = ("fp8", "fp8_e4m3")
+
+
+def _kv_cache(
+    op: str, cache: torch.Tensor, kv_cache_dtype: str, like: torch.Tensor
+) -> torch.Tensor:
+    """The cache as the core ops take it: "auto" as it is (the source's dtype), fp8 as
+    float8_e4m3fn (a view of vLLM's uint8 cache: the same memory)."""
+    if kv_cache_dtype == "auto":
+        return cache
+    if kv_cache_dtype not in _KV_FP8:
+        raise ValueError(
+            f"{op}(): kv_cache_dtype is {kv_cache_dtype!r}; expected 'auto', 'fp8' or "
+            "'fp8_e4m3' (fp8_e5m2 caches are not provided)"
+        )
+    if not isinstance(cache, torch.Tensor) or cache.dtype not in (torch.uint8, torch.float8_e4m3fn):
+        got = cache.dtype if isinstance(cache, torch.Tensor) else type(cache).__name__
+        raise TypeError(
+            f"{op}(): an {kv_cache_dtype} cache is torch.uint8 or torch.float8_e4m3fn, got {got}"
+        )
+    return cache.view(torch.float8_e4m3fn)
+
+
+def _kv_scale(
+    scale: torch.Tensor | float, kv_cache_dtype: str, cache: torch.Tensor
+) -> torch.Tensor | None:
+    """The scale vLLM reads (the first element of a tensor, or a float) as a float32
+    one-element tensor on the cache's device; None for an "auto" cache."""
+    if kv_cache_dtype == "auto":
+        return None
+    if isinstance(scale, torch.Tensor):
+        return _first(scale).to(torch.float32)
+    return torch.tensor([float(scale)], dtype=torch.float32, device=cache.device)
+
+
+def _slot_tokens(t: torch.Tensor, slot_mapping: torch.Tensor) -> torch.Tensor:
+    """The tokens vLLM stores: the first slot_mapping.shape[0] (the rest is padding)."""
+    return t[: slot_mapping.shape[0]] if isinstance(t, torch.Tensor) else t
+
+
+def reshape_and_cache_flash(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    k_scale: torch.Tensor,
+    v_scale: torch.Tensor,
+) -> None:
+    """key/value [tokens, heads, head_size] into key_cache/value_cache [num_blocks,
+    block_size, heads, head_size] at slot_mapping (module doc: the paged KV cache)."""
+    op = "vllm.reshape_and_cache_flash"
+    ops.store_kv_cache(
+        _slot_tokens(key, slot_mapping),
+        _slot_tokens(value, slot_mapping),
+        _kv_cache(op, key_cache, kv_cache_dtype, key),
+        _kv_cache(op, value_cache, kv_cache_dtype, key),
+        slot_mapping,
+        _kv_scale(k_scale, kv_cache_dtype, key_cache),
+        _kv_scale(v_scale, kv_cache_dtype, key_cache),
+    )
+
+
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    k_scale: torch.Tensor,
+    v_scale: torch.Tensor,
+) -> None:
+    """vLLM's split layout: key_cache [num_blocks, heads, head_size / x, block_size, x],
+    value_cache [num_blocks, heads, head_size, block_size] (module doc)."""
+    op = "vllm.reshape_and_cache"
+    ops.store_kv_cache(
+        _slot_tokens(key, slot_mapping),
+        _slot_tokens(value, slot_mapping),
+        _kv_cache(op, key_cache, kv_cache_dtype, key),
+        _kv_cache(op, value_cache, kv_cache_dtype, key),
+        slot_mapping,
+        _kv_scale(k_scale, kv_cache_dtype, key_cache),
+        _kv_scale(v_scale, kv_cache_dtype, key_cache),
+    )
+
+
+def concat_and_cache_mla(
+    kv_c: torch.Tensor,
+    k_pe: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    scale: torch.Tensor,
+) -> None:
+    """kv_c [tokens, kv_lora_rank] and k_pe [tokens, pe_dim] side by side into kv_cache
+    [num_blocks, block_size, kv_lora_rank + pe_dim] at slot_mapping (module doc)."""
+    op = "vllm.concat_and_cache_mla"
+    ops.concat_and_cache_mla(
+        _slot_tokens(kv_c, slot_mapping),
+        _slot_tokens(k_pe, slot_mapping),
+        _kv_cache(op, kv_cache, kv_cache_dtype, kv_c),
+        slot_mapping,
+        _kv_scale(scale, kv_cache_dtype, kv_cache),
+    )
+
+
+def moe_align_block_size(
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    block_size: int,
+    sorted_token_ids: torch.Tensor,
+    experts_ids: torch.Tensor,
+    num_tokens_post_pad: torch.Tensor,
+    maybe_expert_map: torch.Tensor | None = None,
+) -> None:
+    """vLLM's ``moe_align_block_size``, in place (module doc)."""
+    ops.moe_align_block_size(
+        topk_ids,
+        num_experts,
+        block_size,
+        maybe_expert_map,
+        sorted_token_ids=sorted_token_ids,
+        expert_ids=experts_ids,
+        num_tokens_post_padded=num_tokens_post_pad,
+    )
+    experts_ids.clamp_(min=0)  # vLLM's inactive_expert_id past the padded total
+
+
+def moe_sum(
+    input: torch.Tensor,
+    output: torch.Tensor,
+    topk_ids: torch.Tensor | None = None,
+    expert_map: torch.Tensor | None = None,
+) -> None:
+    """vLLM's ``moe_sum``: output [tokens, hidden] = the sum of input [tokens, topk,
+    hidden] over topk, in place (module doc)."""
+    ops.moe_sum(input, topk_ids, expert_map, out=output)
+
+
+# MoE routing (module doc).
+
+
+def _route(
+    topk_weights: torch.Tensor,
+    topk_indices: torch.Tensor,
+    token_expert_indices: torch.Tensor,
+    gating_output: torch.Tensor,
+    is_padding: torch.Tensor | None,
+    **options: object,
+) -> None:
+    experts = gating_output.shape[-1]
+    logits = gating_output.reshape(-1, experts)
+    tokens, topk = logits.shape[0], topk_weights.shape[-1]
+    if is_padding is not None and (is_padding.dtype != torch.bool or is_padding.shape != (tokens,)):
+        raise ValueError(
+            f"is_padding has dtype {is_padding.dtype} and shape {tuple(is_padding.shape)}; "
+            f"expected torch.bool [{tokens}]"
+        )
+    weights = topk_weights.view(tokens, topk)
+    ids = topk_indices.view(tokens, topk)
+    # int32 ids are written in place; int64 and uint32 ones through an int32 temporary.
+    ids32 = ids if ids.dtype == torch.int32 else torch.empty_like(ids, dtype=torch.int32)
+    ops.moe_topk(logits, topk, topk_weights=weights, topk_ids=ids32, **options)
+    if is_padding is not None:
+        weights.masked_fill_(is_padding[:, None], 0.0)
+        ids32.masked_fill_(is_padding[:, None], -1)  # uint32: 2**32 - 1, as vLLM's cast
+    if ids32 is not ids:
+        ids.copy_(ids32)
+    rows = torch.arange(tokens, dtype=torch.int32, device=logits.device)
+    slots = torch.arange(topk, dtype=torch.int32, device=logits.device)
+    token_expert_indices.view(tokens, topk).copy_(slots[None, :] * tokens + rows[:, None])
+
+
+def topk_softmax(
+    topk_weights: torch.Tensor,
+    topk_indices: torch.Tensor,
+    token_expert_indices: torch.Tensor,
+    gating_output: torch.Tensor,
+    renormalize: bool,
+    bias: torch.Tensor | None = None,
+    is_padding: torch.Tensor | None = None,
+) -> None:
+    """vLLM's ``topk_softmax``: each token's top-k experts of softmax(gating_output)
+    (+ bias for the ranking), written in place (module doc)."""
+    _route(
+        topk_weights,
+        topk_indices,
+        token_expert_indices,
+        gating_output,
+        is_padding,
+        scoring="softmax",
+        correction_bias=bias,
+        renormalize=renormalize,
+    )
+
+
+def topk_sigmoid(
+    topk_weights: torch.Tensor,
+    topk_indices: torch.Tensor,
+    token_expert_indices: torch.Tensor,
+    gating_output: torch.Tensor,
+    renormalize: bool,
+    bias: torch.Tensor | None,
+    routed_scaling_factor: float,
+    is_padding: torch.Tensor | None = None,
+) -> None:
+    """vLLM's ``topk_sigmoid``: each token's top-k experts of sigmoid(gating_output)
+    (+ bias for the ranking), times routed_scaling_factor, written in place (module doc)."""
+    _route(
+        topk_weights,
+        topk_indices,
+        token_expert_indices,
+        gating_output,
+        is_padding,
+        scoring="sigmoid",
+        correction_bias=bias,
+        renormalize=renormalize,
+        routed_scaling_factor=float(routed_scaling_factor),
+    )
+
+
+def grouped_topk(
+    scores: torch.Tensor,
+    n_group: int,
+    topk_group: int,
+    topk: int,
+    renormalize: bool,
+    routed_scaling_factor: float,
+    bias: torch.Tensor,
+    scoring_func: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``grouped_topk`` (DeepSeek-V3's routing): (weights float32, ids int32)
+    [tokens, topk]; scoring_func 0: the scores as given, 1: sigmoid (module doc)."""
+    if scoring_func not in (0, 1):
+        raise ValueError(f"grouped_topk(): scoring_func is {scoring_func!r}; expected 0 or 1")
+    if bias.dtype != scores.dtype and bias.dtype != torch.float32:
+        bias = bias.float()
+    return ops.moe_topk(
+        scores,
+        topk,
+        scoring=("none", "sigmoid")[scoring_func],
+        correction_bias=bias,
+        renormalize=renormalize,
+        num_expert_group=n_group,
+        topk_group=topk_group,
+        group_scoring="top2_sum",
+        routed_scaling_factor=float(routed_scaling_factor),
     )

@@ -16,6 +16,8 @@ from .activation import (
     swigluoai_and_mul,
 )
 from .diffusion import timestep_embedding
+from .kv_cache import concat_and_cache_mla, store_kv_cache
+from .moe import moe_align_block_size, moe_sum
 from .norm import fused_add_rmsnorm, gemma_fused_add_rmsnorm, gemma_rmsnorm, qknorm, rmsnorm
 from .quant import (
     dynamic_quantize,
@@ -27,10 +29,12 @@ from .quant import (
     silu_and_mul_quantize,
 )
 from .rope import apply_rope, qknorm_rope
+from .routing import moe_topk
 
 __all__ = [
     "act_and_mul",
     "apply_rope",
+    "concat_and_cache_mla",
     "dynamic_quantize",
     "dynamic_quantize_per_tensor",
     "fatrelu_and_mul",
@@ -41,6 +45,9 @@ __all__ = [
     "gelu_tanh_and_mul",
     "gemma_fused_add_rmsnorm",
     "gemma_rmsnorm",
+    "moe_align_block_size",
+    "moe_sum",
+    "moe_topk",
     "qknorm",
     "qknorm_rope",
     "quantize",
@@ -50,6 +57,7 @@ __all__ = [
     "silu_and_mul",
     "silu_and_mul_dynamic_quantize",
     "silu_and_mul_quantize",
+    "store_kv_cache",
     "swigluoai_and_mul",
     "timestep_embedding",
 ]

@@ -1,0 +1,382 @@
+"""sycl_kernels.ops.kv_cache: the paged KV-cache store (vLLM's reshape_and_cache_flash and
+reshape_and_cache, SGLang's store_cache) and MLA's concat_and_cache_mla, in place.
+
+A slot is block * block_size + offset; a negative slot (padding) stores nothing. The
+cache holds the model's dtype (a copy, bit for bit) or torch.float8_e4m3fn: then each
+value is stored as fp8(clamp(x / scale, -448, 448)), x / scale in float32, rounded to
+nearest even as torch's cast (NaN stays NaN): vLLM's convention, dividing by the
+scale (vllm-xpu-kernels 4543b580 csrc/quantization/fp8/quant_utils.h
+CopyWithScaleOp), read from a float32 tensor of one element on the cache's device.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+
+from .. import _runtime
+from .._dtypes import DType
+from ..specs.kv_cache import store_kv_spec
+from ._checks import (
+    check_float_dtype,
+    check_same,
+    check_shape,
+    check_tensor,
+    check_unit_last_stride,
+)
+from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
+from ._op import op
+from .rope import _check_range
+
+_FP8 = torch.float8_e4m3fn
+
+
+class _Stream(NamedTuple):
+    """One source and its cache (store.hpp's CacheStream): the width, the elements
+    contiguous in the cache (x), and the strides."""
+
+    width: int
+    x: int
+    token_stride: int
+    head_stride: int
+    block_stride: int
+    page_stride: int
+    cache_head_stride: int
+    x_stride: int
+
+
+class _Plan(NamedTuple):
+    dtype: DType
+    fp8: bool
+    tokens: int
+    num_heads: int
+    num_slots: int
+    block_size: int
+    a: _Stream
+    b: _Stream
+
+
+def _check_own_memory(op: str, name: str, t: torch.Tensor) -> None:
+    """A written cache: no two elements at one address (an expanded tensor)."""
+    extent = 1
+    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n > 1):
+        if stride < extent:
+            raise ValueError(
+                f"{op}(): {name} is written but its elements overlap (shape "
+                f"{tuple(t.shape)}, strides {t.stride()}); expected a tensor with its own "
+                "memory per element"
+            )
+        extent += stride * (size - 1)
+
+
+def _check_slots(op: str, slot_mapping: torch.Tensor, like: torch.Tensor, tokens: int) -> None:
+    check_tensor(op, "slot_mapping", slot_mapping)
+    if slot_mapping.dtype != torch.int64:
+        raise TypeError(
+            f"{op}(): slot_mapping has dtype {slot_mapping.dtype}; expected torch.int64"
+        )
+    if slot_mapping.device != like.device:
+        raise ValueError(
+            f"{op}(): slot_mapping is on {slot_mapping.device} but the caches are on {like.device}"
+        )
+    check_shape(op, "slot_mapping", slot_mapping.shape, (tokens,), "one slot a token")
+    if tokens > 1 and slot_mapping.stride(0) != 1:
+        raise ValueError(
+            f"{op}(): slot_mapping has strides {slot_mapping.stride()}; expected contiguous"
+        )
+
+
+def _check_cache_dtype(
+    op: str, src: torch.Tensor, caches: tuple[tuple[str, torch.Tensor], ...]
+) -> bool:
+    """Whether the caches hold fp8 e4m3 (else src's dtype); they must agree."""
+    for name, cache in caches:
+        check_tensor(op, name, cache)
+        if not (src.is_cpu and cache.is_cpu) and cache.device != src.device:
+            raise ValueError(
+                f"{op}(): {name} is on {cache.device} but the source is on {src.device}"
+            )
+        if cache.dtype not in (src.dtype, _FP8):
+            raise TypeError(
+                f"{op}(): {name} has dtype {cache.dtype}; expected the source's "
+                f"{src.dtype} or torch.float8_e4m3fn"
+            )
+    dtypes = {cache.dtype for _, cache in caches}
+    if len(dtypes) > 1:
+        raise TypeError(f"{op}(): the caches have dtypes {sorted(map(str, dtypes))}; expected one")
+    return caches[0][1].dtype == _FP8
+
+
+def _check_scales(
+    op: str, fp8: bool, like: torch.Tensor, scales: tuple[tuple[str, torch.Tensor | None], ...]
+) -> None:
+    for name, scale in scales:
+        if not fp8:
+            if scale is not None:
+                raise ValueError(
+                    f"{op}(): {name} is given but the cache holds {like.dtype}; a scale "
+                    "goes with a torch.float8_e4m3fn cache only"
+                )
+            continue
+        if scale is None:
+            raise ValueError(f"{op}(): the cache is torch.float8_e4m3fn; pass {name}=")
+        check_tensor(op, name, scale)
+        if scale.dtype != torch.float32:
+            raise TypeError(f"{op}(): {name} has dtype {scale.dtype}; expected torch.float32")
+        if scale.device != like.device:
+            raise ValueError(
+                f"{op}(): {name} is on {scale.device} but the cache is on {like.device}"
+            )
+        if scale.dim() > 1 or scale.numel() != 1:
+            raise ValueError(
+                f"{op}(): {name} has shape {tuple(scale.shape)}; expected one value, () or (1,)"
+            )
+
+
+def _flash_stream(
+    op: str, name: str, src: torch.Tensor, cache: torch.Tensor, heads: int, width: int
+) -> tuple[_Stream, int, int]:
+    """src's stream into cache [blocks, block_size, heads, width] (flash layout) or the
+    split layouts: key [blocks, heads, width / x, block_size, x], value [blocks, heads,
+    width, block_size] (split=True for the value's 4-D form); (stream, blocks, block_size)."""
+    shape, strides = cache.shape, cache.stride()
+    check_unit_last_stride(op, name, shape, strides)
+    s = src.stride()
+    expected = f"[num_blocks, block_size, {heads}, {width}] (key's heads and head size)"
+    if cache.dim() != 4 or shape[2:] != (heads, width):
+        raise ValueError(f"{op}(): {name} has shape {tuple(shape)}; expected {expected}")
+    _check_own_memory(op, name, cache)
+    stream = _Stream(width, width, s[0], s[1], strides[0], strides[1], strides[2], 0)
+    return stream, shape[0], shape[1]
+
+
+def _split_streams(
+    op: str, key, value, key_cache, value_cache, heads: int, width: int
+) -> tuple[_Stream, _Stream, int, int]:
+    """vLLM's split layout: key_cache [blocks, heads, width / x, block_size, x],
+    value_cache [blocks, heads, width, block_size]."""
+    ks, vs = key_cache.shape, value_cache.shape
+    check_unit_last_stride(op, "key_cache", ks, key_cache.stride())
+    check_unit_last_stride(op, "value_cache", vs, value_cache.stride())
+    x = ks[4]
+    if x < 1 or ks[1] != heads or ks[2] * x != width:
+        raise ValueError(
+            f"{op}(): key_cache has shape {tuple(ks)}; expected [num_blocks, {heads}, "
+            f"{width} / x, block_size, x] (vLLM's split layout)"
+        )
+    blocks, block_size = ks[0], ks[3]
+    check_shape(
+        op,
+        "value_cache",
+        vs,
+        (blocks, heads, width, block_size),
+        "[num_blocks, heads, head_size, block_size]: vLLM's split layout",
+    )
+    _check_own_memory(op, "key_cache", key_cache)
+    _check_own_memory(op, "value_cache", value_cache)
+    kc, vc = key_cache.stride(), value_cache.stride()
+    a = _Stream(width, x, key.stride(0), key.stride(1), kc[0], kc[3], kc[1], kc[2])
+    b = _Stream(width, 1, value.stride(0), value.stride(1), vc[0], vc[3], vc[1], vc[2])
+    return a, b, blocks, block_size
+
+
+def _range_check(op: str, position: int, num_slots: int, what: str, *args: object) -> tuple:
+    """The range check of a CPU slot mapping (args[position]), at each call: a launch's
+    prepare (ops/_launch.py)."""
+    _check_range(op, "slot_mapping", args[position], num_slots, what, allow_negative=True)
+    return args
+
+
+def _bind(
+    plan: _Plan | None,
+    like: torch.Tensor,
+    slots: torch.Tensor,
+    position: int,
+    op_name: str,
+    what: str,
+    **addresses: object,
+) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    tuned_for = _runtime.tuning_of(like)
+    a, b = plan.a, plan.b
+    spec = store_kv_spec(plan.dtype, plan.fp8, a.width, b.width, a.x, b.x, tuned_for)
+    prepare = None
+    if slots.is_cpu:
+        prepare = functools.partial(_range_check, op_name, position, plan.num_slots, what)
+    values: dict[str, object] = {}
+    for prefix, s in (("key", a), ("value", b)):
+        values |= {
+            f"{prefix}_token_stride": s.token_stride,
+            f"{prefix}_head_stride": s.head_stride,
+            f"{prefix}_cache_block_stride": s.block_stride,
+            f"{prefix}_cache_page_stride": s.page_stride,
+            f"{prefix}_cache_head_stride": s.cache_head_stride,
+            f"{prefix}_cache_x_stride": s.x_stride,
+        }
+    return bind_kernel(
+        spec,
+        like,
+        plan.tokens * plan.num_heads,
+        prepare=prepare,
+        num_heads=plan.num_heads,
+        num_slots=plan.num_slots,
+        block_size=plan.block_size,
+        **values,
+        **addresses,
+    )
+
+
+def _bind_store_kv_cache(
+    plan, key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale
+) -> KernelBinding | Launch:
+    scales = {}
+    if plan is not None and not plan.fp8:  # never read: any valid address
+        scales = {"k_scale": Address("key"), "v_scale": Address("key")}
+    return _bind(
+        plan,
+        key,
+        slot_mapping,
+        4,
+        "store_kv_cache",
+        "the caches' num_blocks * block_size",
+        **scales,
+    )
+
+
+@op(bind=_bind_store_kv_cache, mutates=("key_cache", "value_cache"))
+def store_kv_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
+) -> _Plan | None:
+    """Writes key and value [tokens, heads, head_size] into the paged caches at
+    slot_mapping[token] (block = slot // block_size, offset = slot % block_size), in
+    place; a negative slot stores nothing (padding).
+
+    key, value: float32/float16/bfloat16, one shape, any strides with a unit last one
+    (slices of a fused qkv tensor). key_cache, value_cache: vLLM's flash layout
+    [num_blocks, block_size, heads, head_size] (any strides with a unit last one:
+    vLLM's interleaved K/V pages too), or its split layout, key_cache
+    [num_blocks, heads, head_size / x, block_size, x] with value_cache
+    [num_blocks, heads, head_size, block_size]. slot_mapping: int64 [tokens],
+    contiguous.
+
+    The caches hold key's dtype (copied bit for bit) or torch.float8_e4m3fn: then
+    k_scale and v_scale (float32, one value, on the caches' device) are required and
+    each value is stored as fp8(clamp(x / scale, -448, 448)) (module doc); with a
+    model-dtype cache they must be None. On CPU tensors a slot at or past
+    num_blocks * block_size raises IndexError before anything is written; on an XPU
+    it is not checked (that would wait for the device) and the kernel skips it: it
+    stores nothing, never outside the cache.
+    """
+    name = "store_kv_cache"
+    check_tensor(name, "key", key)
+    dtype = check_float_dtype(name, "key", key)
+    check_tensor(name, "value", value)
+    check_same(name, "value", value, "key", key)
+    for t_name, t in (("key", key), ("value", value)):
+        if t.dim() != 3:
+            raise ValueError(
+                f"{name}(): {t_name} has shape {tuple(t.shape)}; expected [tokens, heads, "
+                "head_size]"
+            )
+        check_unit_last_stride(name, t_name, t.shape, t.stride())
+    check_shape(name, "value", value.shape, key.shape, "key.shape")
+    tokens, heads, width = key.shape
+    fp8 = _check_cache_dtype(name, key, (("key_cache", key_cache), ("value_cache", value_cache)))
+    if key_cache.dim() == 5:
+        a, b, blocks, block_size = _split_streams(
+            name, key, value, key_cache, value_cache, heads, width
+        )
+    else:
+        a, blocks, block_size = _flash_stream(name, "key_cache", key, key_cache, heads, width)
+        b, _, _ = _flash_stream(name, "value_cache", value, value_cache, heads, width)
+        check_shape(name, "value_cache", value_cache.shape, key_cache.shape, "key_cache.shape")
+    _check_slots(name, slot_mapping, key_cache, tokens)
+    _check_scales(name, fp8, key_cache, (("k_scale", k_scale), ("v_scale", v_scale)))
+    if tokens == 0 or heads == 0 or width == 0:
+        return None
+    return _Plan(dtype, fp8, tokens, heads, blocks * block_size, block_size, a, b)
+
+
+def _bind_mla(plan, kv_c, k_pe, kv_cache, slot_mapping, scale) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    scales = (
+        {"k_scale": Address("scale"), "v_scale": Address("scale")}
+        if plan.fp8
+        else {"k_scale": Address("kv_c"), "v_scale": Address("kv_c")}
+    )
+    return _bind(
+        plan,
+        kv_c,
+        slot_mapping,
+        3,
+        "concat_and_cache_mla",
+        "kv_cache's num_blocks * block_size",
+        key=Address("kv_c"),
+        value=Address("k_pe"),
+        key_cache=Address("kv_cache"),
+        value_cache=Address("kv_cache", plan.a.width * kv_cache.element_size()),
+        **scales,
+    )
+
+
+@op(bind=_bind_mla, mutates=("kv_cache",))
+def concat_and_cache_mla(
+    kv_c: torch.Tensor,
+    k_pe: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    scale: torch.Tensor | None = None,
+) -> _Plan | None:
+    """MLA's cache store: kv_c [tokens, kv_lora_rank] and k_pe [tokens, pe_dim]
+    written side by side into kv_cache [num_blocks, block_size, kv_lora_rank + pe_dim]
+    at slot_mapping[token], in place; a negative slot stores nothing.
+
+    kv_c, k_pe: float32/float16/bfloat16, one dtype, any strides with a unit last one.
+    kv_cache: any strides with a unit last one, in kv_c's dtype (a copy) or
+    torch.float8_e4m3fn with `scale` (float32, one value): fp8(clamp(x / scale, -448,
+    448)), as store_kv_cache. slot_mapping and the range check as store_kv_cache's.
+    """
+    name = "concat_and_cache_mla"
+    check_tensor(name, "kv_c", kv_c)
+    dtype = check_float_dtype(name, "kv_c", kv_c)
+    check_tensor(name, "k_pe", k_pe)
+    check_same(name, "k_pe", k_pe, "kv_c", kv_c)
+    for t_name, t in (("kv_c", kv_c), ("k_pe", k_pe)):
+        if t.dim() != 2:
+            raise ValueError(
+                f"{name}(): {t_name} has shape {tuple(t.shape)}; expected [tokens, width]"
+            )
+        check_unit_last_stride(name, t_name, t.shape, t.stride())
+    tokens, rank = kv_c.shape
+    check_shape(name, "k_pe", k_pe.shape[:1], (tokens,), "kv_c's tokens")
+    pe_dim = k_pe.shape[1]
+    fp8 = _check_cache_dtype(name, kv_c, (("kv_cache", kv_cache),))
+    shape, strides = kv_cache.shape, kv_cache.stride()
+    check_unit_last_stride(name, "kv_cache", shape, strides)
+    if kv_cache.dim() != 3 or shape[2] != rank + pe_dim:
+        raise ValueError(
+            f"{name}(): kv_cache has shape {tuple(shape)}; expected [num_blocks, "
+            f"block_size, kv_c's {rank} + k_pe's {pe_dim}]"
+        )
+    _check_own_memory(name, "kv_cache", kv_cache)
+    _check_slots(name, slot_mapping, kv_cache, tokens)
+    _check_scales(name, fp8, kv_cache, (("scale", scale),))
+    if rank == 0 or pe_dim == 0:
+        raise ValueError(
+            f"{name}(): kv_c and k_pe have widths {rank} and {pe_dim}; expected both >= 1"
+        )
+    if tokens == 0:
+        return None
+    a = _Stream(rank, rank, kv_c.stride(0), 0, strides[0], strides[1], 0, 0)
+    b = _Stream(pe_dim, pe_dim, k_pe.stride(0), 0, strides[0], strides[1], 0, 0)
+    return _Plan(dtype, fp8, tokens, 1, shape[0] * shape[1], shape[1], a, b)

@@ -1,0 +1,329 @@
+"""sycl_kernels.ops.moe: a MoE layer's token alignment and expert-output sum
+(kernels/moe/align.hpp, kernels/moe/sum.hpp).
+
+``moe_align_block_size`` routes the [tokens, topk] token slots into blocks of
+``block_size`` rows that each belong to one expert (the grouped GEMM's tiling):
+``sorted_token_ids`` holds the flat slot indices (token * topk + k) grouped by expert
+in increasing expert order, each expert's run padded to a multiple of block_size with
+``topk_ids.numel()``; within an expert the slots keep the order of their flat index
+(stable, deterministic). ``expert_ids[b]`` is block b's expert (-1 past the last
+block); ``num_tokens_post_padded[0]`` the padded total. With an ``expert_map``
+(expert parallelism, vLLM's): a slot's expert is ``expert_map[topk_ids[i]]``, a
+local id, and slots mapped to -1 (not on this rank) are left out.
+
+``moe_sum`` sums x [tokens, topk, hidden] over topk in float32 (k = 0, 1, ...),
+times ``scale``, rounded once to x's dtype; with ``topk_ids`` the slots with a
+negative id or, with ``expert_map``, an id mapped to a negative value are left out
+(vLLM's moe_sum).
+
+Ids are checked on CPU tensors (IndexError naming the argument), in the launch's
+``prepare``: it reads data. On an XPU they are not checked (that would wait for the
+device): the kernels leave out-of-range ids out and never write out of bounds.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+
+from ..specs.moe import MAX_EXPERTS, moe_align_block_size_spec, moe_sum_spec
+from ._checks import (
+    check_disjoint_rows,
+    check_float_dtype,
+    check_int,
+    check_number,
+    check_same,
+    check_shape,
+    check_tensor,
+    check_unit_last_stride,
+)
+from ._launch import KernelBinding, Launch, bind_kernel, skip
+from ._op import op
+
+_INDEX = {torch.int32: "i32", torch.int64: "i64"}
+
+
+def _check_index(op_name: str, name: str, t: object, dims: int, dtypes: tuple) -> torch.Tensor:
+    check_tensor(op_name, name, t)
+    assert isinstance(t, torch.Tensor)
+    if t.dtype not in dtypes:
+        names = " or ".join(str(d) for d in dtypes)
+        raise TypeError(f"{op_name}(): {name} has dtype {t.dtype}; expected {names}")
+    if t.dim() != dims:
+        raise ValueError(f"{op_name}(): {name} has {t.dim()} dimensions; expected {dims}")
+    if not t.is_contiguous():
+        raise ValueError(f"{op_name}(): {name} is not contiguous; expected a contiguous tensor")
+    return t
+
+
+def _check_device(op_name: str, name: str, t: torch.Tensor, like_name: str, like) -> None:
+    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
+        raise ValueError(
+            f"{op_name}(): {name} is on {t.device} but {like_name} is on {like.device}; "
+            "expected the same device"
+        )
+
+
+def _check_range(op_name: str, name: str, t: torch.Tensor, low: int, high: int, what: str) -> None:
+    """Values of a CPU tensor in [low, high): IndexError naming it otherwise."""
+    if t.numel() == 0:
+        return
+    lo, hi = (int(v) for v in torch.aminmax(t))
+    if lo < low or hi >= high:
+        bad = lo if lo < low else hi
+        raise IndexError(
+            f"{op_name}(): {name} holds {bad}; expected values in [{low}, {high}) ({what})"
+        )
+
+
+# moe_align_block_size
+
+
+class AlignPlan(NamedTuple):
+    index: str
+    sorted_size: int
+    expert_ids_size: int
+
+
+def _align_sizes(numel: int, num_experts: int, block_size: int) -> tuple[int, int]:
+    """The outputs' sizes as the engines allocate them: every expert's run padded."""
+    padded = numel + num_experts * (block_size - 1)
+    return padded, -(-padded // block_size)
+
+
+def _new_align(
+    topk_ids: torch.Tensor, num_experts: int, block_size: int, expert_map: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    padded, blocks = _align_sizes(topk_ids.numel(), num_experts, block_size)
+    new = functools.partial(torch.empty, dtype=torch.int32, device=topk_ids.device)
+    return new((padded,)), new((blocks,)), new((1,))
+
+
+def _check_align_data(
+    num_experts: int, block_size: int, sorted_size: int, *args: torch.Tensor
+) -> tuple:
+    """The range checks of CPU topk_ids and expert_map, and that the padded total fits
+    sorted_token_ids, as a launch's prepare (ops/_launch.py): they read data."""
+    name = "moe_align_block_size"
+    topk_ids, expert_map = args[0], args[3]
+    _check_range(name, "topk_ids", topk_ids, 0, num_experts, "num_experts")
+    ids = topk_ids.reshape(-1).long()
+    if expert_map is not None:
+        _check_range(name, "expert_map", expert_map, -1, num_experts, "-1 or a local expert id")
+        ids = expert_map.long()[ids]
+        ids = ids[ids >= 0]
+    counts = torch.bincount(ids, minlength=num_experts)
+    total = int(((counts + block_size - 1) // block_size).sum()) * block_size
+    if total > sorted_size:
+        raise ValueError(
+            f"{name}(): sorted_token_ids has {sorted_size} entries but the padded total is "
+            f"{total}; expected at least that many"
+        )
+    return args
+
+
+def _empty_align(*args: torch.Tensor) -> None:
+    """No slots: nothing to route, and no kernel (torch fills the outputs)."""
+    sorted_token_ids, expert_ids, num_tokens_post_padded = args[-3:]
+    sorted_token_ids.fill_(0)
+    expert_ids.fill_(-1)
+    num_tokens_post_padded.fill_(0)
+
+
+def _bind_align(
+    plan: AlignPlan, topk_ids: torch.Tensor, num_experts: int, block_size: int, *_: object
+) -> KernelBinding | Launch:
+    numel = topk_ids.numel()
+    if numel == 0:
+        return _empty_align
+    prepare = None
+    if topk_ids.is_cpu:
+        prepare = functools.partial(_check_align_data, num_experts, block_size, plan.sorted_size)
+    return bind_kernel(
+        moe_align_block_size_spec(plan.index),
+        topk_ids,
+        1,
+        prepare=prepare,
+        numel=numel,
+        num_experts=num_experts,
+        block_size=block_size,
+        sorted_size=plan.sorted_size,
+        expert_ids_size=plan.expert_ids_size,
+    )
+
+
+@op(
+    bind=_bind_align,
+    new_output=_new_align,
+    outputs=("sorted_token_ids", "expert_ids", "num_tokens_post_padded"),
+)
+def moe_align_block_size(
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    block_size: int,
+    expert_map: torch.Tensor | None = None,
+    *,
+    sorted_token_ids: torch.Tensor | None = None,
+    expert_ids: torch.Tensor | None = None,
+    num_tokens_post_padded: torch.Tensor | None = None,
+) -> AlignPlan:
+    """Routes MoE token slots into blocks of one expert each: returns
+    (sorted_token_ids, expert_ids, num_tokens_post_padded), int32.
+
+    topk_ids: [tokens, topk] int32/int64, contiguous, each in [0, num_experts).
+    num_experts: 1 .. 1024. block_size: at least 1. expert_map: optional int32
+    [num_experts], contiguous, each -1 (the expert is not on this rank: its slots are
+    left out) or the local id in [0, num_experts) the slot is counted under.
+
+    sorted_token_ids [numel + num_experts * (block_size - 1)]: the flat slot indices
+    grouped by expert (0, 1, ...), within an expert in increasing order, each
+    expert's run padded to a multiple of block_size with numel; every entry past the
+    padded total is numel too. expert_ids [ceil(that / block_size)]: each block's
+    expert, -1 past the padded total. num_tokens_post_padded [1]: the padded total.
+    The three may be given (all or none): int32, contiguous, sorted_token_ids 1-D of
+    any size that holds the padded total (checked on CPU tensors), expert_ids at least
+    ceil(its size / block_size) entries, num_tokens_post_padded at least one. Ids out
+    of range raise IndexError on CPU tensors; on an XPU they are left out (unchecked).
+    """
+    name = "moe_align_block_size"
+    _check_index(name, "topk_ids", topk_ids, 2, (torch.int32, torch.int64))
+    check_int(name, "num_experts", num_experts, minimum=1)
+    if num_experts > MAX_EXPERTS:
+        raise ValueError(f"{name}(): num_experts must be at most {MAX_EXPERTS}, got {num_experts}")
+    check_int(name, "block_size", block_size, minimum=1)
+    if expert_map is not None:
+        _check_index(name, "expert_map", expert_map, 1, (torch.int32,))
+        _check_device(name, "expert_map", expert_map, "topk_ids", topk_ids)
+        check_shape(name, "expert_map", expert_map.shape, (num_experts,), "[num_experts]")
+    sorted_size, blocks = _align_sizes(topk_ids.numel(), num_experts, block_size)
+    if sorted_token_ids is not None:
+        outputs = (
+            ("sorted_token_ids", sorted_token_ids),
+            ("expert_ids", expert_ids),
+            ("num_tokens_post_padded", num_tokens_post_padded),
+        )
+        for out_name, t in outputs:
+            _check_index(name, out_name, t, 1, (torch.int32,))
+            _check_device(name, out_name, t, "topk_ids", topk_ids)
+        assert expert_ids is not None and num_tokens_post_padded is not None
+        sorted_size = sorted_token_ids.shape[0]
+        blocks = expert_ids.shape[0]
+        needed = -(-sorted_size // block_size)
+        if blocks < needed:
+            raise ValueError(
+                f"{name}(): expert_ids has {blocks} entries; expected at least {needed} "
+                "(ceil(sorted_token_ids.numel() / block_size))"
+            )
+        if num_tokens_post_padded.shape[0] < 1:
+            raise ValueError(f"{name}(): num_tokens_post_padded is empty; expected [1]")
+    return AlignPlan(_INDEX[topk_ids.dtype], sorted_size, blocks)
+
+
+# moe_sum
+
+
+class SumPlan(NamedTuple):
+    dtype: str
+    index: str
+    tokens: int
+    topk: int
+    hidden: int
+    x_strides: tuple[int, ...]
+    out_token: int | None
+
+
+def _new_sum(x: torch.Tensor, *_: object) -> torch.Tensor:
+    return torch.empty((x.shape[0], x.shape[2]), dtype=x.dtype, device=x.device)
+
+
+def _check_sum_ids(map_size: int, *args: torch.Tensor) -> tuple:
+    """topk_ids index expert_map: on CPU tensors, each below its size (a prepare)."""
+    topk_ids = args[1]
+    if topk_ids.numel() and int(topk_ids.max()) >= map_size:
+        raise IndexError(
+            f"moe_sum(): topk_ids holds {int(topk_ids.max())}; expected values below "
+            f"{map_size} (expert_map.shape[0]; negative ids are inactive slots)"
+        )
+    return args
+
+
+def _bind_sum(
+    plan: SumPlan,
+    x: torch.Tensor,
+    topk_ids: torch.Tensor | None,
+    expert_map: torch.Tensor | None,
+    scale: float,
+    out: torch.Tensor | None = None,
+) -> KernelBinding | Launch:
+    if plan.tokens == 0 or plan.hidden == 0:
+        return skip
+    map_size = 0 if expert_map is None else expert_map.shape[0]
+    prepare = None
+    if expert_map is not None and x.is_cpu:
+        prepare = functools.partial(_check_sum_ids, map_size)
+    return bind_kernel(
+        moe_sum_spec(plan.dtype, plan.index),
+        x,
+        plan.tokens,
+        prepare=prepare,
+        x_token=plan.x_strides[0],
+        x_k=plan.x_strides[1],
+        out_token=plan.hidden if plan.out_token is None else plan.out_token,
+        map_size=map_size,
+        topk=plan.topk,
+        hidden=plan.hidden,
+        scale=float(scale),
+    )
+
+
+@op(bind=_bind_sum, new_output=_new_sum)
+def moe_sum(
+    x: torch.Tensor,
+    topk_ids: torch.Tensor | None = None,
+    expert_map: torch.Tensor | None = None,
+    scale: float = 1.0,
+    out: torch.Tensor | None = None,
+) -> SumPlan:
+    """The sum of a MoE layer's expert outputs per token: x [tokens, topk, hidden]
+    float32/float16/bfloat16 -> [tokens, hidden] of its dtype, out[t] = scale * sum over
+    k of x[t, k], accumulated in float32 in the order of k and rounded once.
+
+    x: unit last stride, any token and topk strides. topk_ids: optional [tokens,
+    topk] int32/int64, contiguous: a slot with a negative id is left out. expert_map:
+    optional int32 [E], contiguous, only with topk_ids: a slot whose id maps to a
+    negative value is left out; ids must be below E (IndexError on CPU tensors; on an
+    XPU such a slot is left out). scale: sgl's routed_scaling_factor (1.0: the plain
+    sum). out: optional [tokens, hidden] of x's dtype, unit last stride.
+    """
+    name = "moe_sum"
+    check_tensor(name, "x", x)
+    dtype = check_float_dtype(name, "x", x)
+    if x.dim() != 3:
+        raise ValueError(f"{name}(): x has shape {tuple(x.shape)}; expected [tokens, topk, hidden]")
+    tokens, topk, hidden = x.shape
+    x_strides = x.stride()
+    check_unit_last_stride(name, "x", x.shape, x_strides)
+    index = "i32"
+    if topk_ids is not None:
+        _check_index(name, "topk_ids", topk_ids, 2, (torch.int32, torch.int64))
+        _check_device(name, "topk_ids", topk_ids, "x", x)
+        check_shape(name, "topk_ids", topk_ids.shape, (tokens, topk), "[tokens, topk] of x")
+        index = _INDEX[topk_ids.dtype]
+    if expert_map is not None:
+        if topk_ids is None:
+            raise ValueError(f"{name}(): expert_map is given without topk_ids; expected both")
+        _check_index(name, "expert_map", expert_map, 1, (torch.int32,))
+        _check_device(name, "expert_map", expert_map, "x", x)
+    check_number(name, "scale", scale)
+    out_token = None
+    if out is not None:
+        check_tensor(name, "out", out)
+        check_same(name, "out", out, "x", x)
+        check_shape(name, "out", out.shape, (tokens, hidden), "[tokens, hidden] of x")
+        out_strides = out.stride()
+        check_unit_last_stride(name, "out", out.shape, out_strides)
+        check_disjoint_rows(name, "out", tokens, out_strides[0], hidden)
+        out_token = out_strides[0]
+    return SumPlan(dtype.short_name, index, tokens, topk, hidden, x_strides, out_token)

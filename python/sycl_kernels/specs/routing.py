@@ -1,0 +1,71 @@
+"""sycl_kernels.specs.routing: specs of the MoE routing kernels (kernels/moe/routing.hpp)."""
+
+from __future__ import annotations
+
+import functools
+
+from .._dtypes import DType
+from .spec import KernelSpec, Param
+
+# A token's work-items: one sub-group (kernels/moe/routing.hpp kRouteLanes).
+ROUTE_LANES = 16
+
+# The scoring functions, by name, as the kernel's kScoring numbers them.
+SCORINGS = {"softmax": 0, "sigmoid": 1, "none": 2}
+
+# The group scores: a group's best key, or the sum of its two best.
+GROUP_SCORINGS = ("max", "top2_sum")
+
+
+@functools.cache
+def moe_topk_spec(
+    dtype: DType,
+    bias_dtype: DType,
+    experts: int,
+    topk: int,
+    scoring: str,
+    groups: int = 1,
+    topk_group: int = 1,
+    group_scoring: str = "max",
+) -> KernelSpec:
+    """The kernel taking the top `topk` of `experts` router scores (`scoring` of `dtype`
+    logits; a `bias_dtype` correction bias), of the `topk_group` best of `groups`
+    groups (groups 1: ungrouped) scored by `group_scoring`."""
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring {scoring!r}: expected one of {', '.join(SCORINGS)}")
+    if group_scoring not in GROUP_SCORINGS:
+        raise ValueError(f"group_scoring {group_scoring!r}: expected one of {GROUP_SCORINGS}")
+    if groups == 1:
+        topk_group, group_scoring = 1, "max"
+    grouped = "" if groups == 1 else f"_g{groups}_{topk_group}_{group_scoring}"
+    return KernelSpec(
+        name=(
+            f"moe_topk_{dtype.short_name}_b{bias_dtype.short_name}_e{experts}_k{topk}"
+            f"_{scoring}{grouped}"
+        ),
+        header="moe/routing.hpp",
+        function="sycl_kernels::moe_topk",
+        template_args=(
+            dtype.cpp_type,
+            bias_dtype.cpp_type,
+            str(experts),
+            str(topk),
+            str(SCORINGS[scoring]),
+            str(groups),
+            str(topk_group),
+            str(group_scoring == "top2_sum").lower(),
+        ),
+        params=(
+            Param("gating_output", f"const {dtype.cpp_type}*"),
+            Param("gating_stride", "int64_t"),
+            Param("correction_bias", f"const {bias_dtype.cpp_type}*"),
+            Param("renormalize", "int32_t"),
+            Param("routed_scaling_factor", "float"),
+            Param("topk_weights", "float*"),
+            Param("weights_stride", "int64_t"),
+            Param("topk_ids", "int32_t*"),
+            Param("ids_stride", "int64_t"),
+        ),
+        group_size=ROUTE_LANES,
+        sub_group_size=ROUTE_LANES,
+    )
