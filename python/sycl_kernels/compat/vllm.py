@@ -766,6 +766,29 @@ def _slot_tokens(t: torch.Tensor, slot_mapping: torch.Tensor) -> torch.Tensor:
     return t[: slot_mapping.shape[0]] if isinstance(t, torch.Tensor) else t
 
 
+def _store_kv(
+    op: str,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    k_scale: torch.Tensor,
+    v_scale: torch.Tensor,
+) -> None:
+    """Both layouts' store: store_kv_cache tells them apart by the key cache's rank."""
+    ops.store_kv_cache(
+        _slot_tokens(key, slot_mapping),
+        _slot_tokens(value, slot_mapping),
+        _kv_cache(op, key_cache, kv_cache_dtype, key),
+        _kv_cache(op, value_cache, kv_cache_dtype, key),
+        slot_mapping,
+        _kv_scale(k_scale, kv_cache_dtype, key_cache),
+        _kv_scale(v_scale, kv_cache_dtype, key_cache),
+    )
+
+
 def reshape_and_cache_flash(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -778,15 +801,16 @@ def reshape_and_cache_flash(
 ) -> None:
     """key/value [tokens, heads, head_size] into key_cache/value_cache [num_blocks,
     block_size, heads, head_size] at slot_mapping (module doc: the paged KV cache)."""
-    op = "vllm.reshape_and_cache_flash"
-    ops.store_kv_cache(
-        _slot_tokens(key, slot_mapping),
-        _slot_tokens(value, slot_mapping),
-        _kv_cache(op, key_cache, kv_cache_dtype, key),
-        _kv_cache(op, value_cache, kv_cache_dtype, key),
+    _store_kv(
+        "vllm.reshape_and_cache_flash",
+        key,
+        value,
+        key_cache,
+        value_cache,
         slot_mapping,
-        _kv_scale(k_scale, kv_cache_dtype, key_cache),
-        _kv_scale(v_scale, kv_cache_dtype, key_cache),
+        kv_cache_dtype,
+        k_scale,
+        v_scale,
     )
 
 
@@ -802,15 +826,16 @@ def reshape_and_cache(
 ) -> None:
     """vLLM's split layout: key_cache [num_blocks, heads, head_size / x, block_size, x],
     value_cache [num_blocks, heads, head_size, block_size] (module doc)."""
-    op = "vllm.reshape_and_cache"
-    ops.store_kv_cache(
-        _slot_tokens(key, slot_mapping),
-        _slot_tokens(value, slot_mapping),
-        _kv_cache(op, key_cache, kv_cache_dtype, key),
-        _kv_cache(op, value_cache, kv_cache_dtype, key),
+    _store_kv(
+        "vllm.reshape_and_cache",
+        key,
+        value,
+        key_cache,
+        value_cache,
         slot_mapping,
-        _kv_scale(k_scale, kv_cache_dtype, key_cache),
-        _kv_scale(v_scale, kv_cache_dtype, key_cache),
+        kv_cache_dtype,
+        k_scale,
+        v_scale,
     )
 
 
