@@ -159,13 +159,6 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
         "Kernel.launch (tensors through DLPack, jit.load's path)",
     }
     assert all(us > 0 for us in overhead.values())
-    # The host-side parts are a fraction of the whole call. (Not the launch: timed
-    # alone, back to back, the device's wake-ups can make it slower than whole calls.)
-    whole = overhead["sycl_kernels.rmsnorm(x, w, eps, out=out)"]
-    assert (
-        overhead["- checks"] < whole
-        and overhead["- binding: spec, kernel, metadata arguments"] < whole
-    )
     assert set(document["kernel_latency_ms"]) == {
         "cold JIT compile (first call)",
         "disk cache, SPIR-V (first call)",
