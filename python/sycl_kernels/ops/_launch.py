@@ -142,6 +142,51 @@ class LaunchSequence:
             launch(*args)
 
 
+class ScratchBinding:
+    """Kernels launched one after another that share a scratch: an int32 tensor of
+    `size` elements allocated at each call (so concurrent calls never share one), the
+    launch's last argument, named "scratch". Its first element is the kernels' flags
+    word: on CPU tensors, where the launch has waited, a nonzero one after the kernels
+    calls `on_flags(flags, *args)`, which raises (checks that read data found by the
+    kernels themselves, in the same pass). On an XPU the flags are not read: that
+    would wait for the device."""
+
+    def __init__(
+        self,
+        bindings: Sequence[KernelBinding],
+        size: int,
+        on_flags: Callable[..., None] | None = None,
+    ) -> None:
+        self.bindings, self.size, self.on_flags = tuple(bindings), size, on_flags
+
+    def launcher(self, arguments: Sequence[str]) -> Launch:
+        names = (*arguments, "scratch")
+        launches = [b.launcher(names) for b in self.bindings]
+        device = self.bindings[0].device
+        on_flags = self.on_flags if device.type == "cpu" else None
+        return _ScratchLaunch(launches, self.size, device, on_flags)
+
+
+class _ScratchLaunch:
+    def __init__(
+        self,
+        launches: Sequence[Launch],
+        size: int,
+        device: torch.device,
+        on_flags: Callable[..., None] | None,
+    ) -> None:
+        self.launches, self.size, self.device, self.on_flags = launches, size, device, on_flags
+
+    def __call__(self, *args: object) -> None:
+        scratch = torch.empty(self.size, dtype=torch.int32, device=self.device)
+        for launch in self.launches:
+            launch(*args, scratch)
+        if self.on_flags is not None:
+            flags = int(scratch[0])
+            if flags:
+                self.on_flags(flags, *args)
+
+
 def bind_kernel(
     spec: KernelSpec,
     like: torch.Tensor,

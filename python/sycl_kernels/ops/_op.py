@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from ._launch import KernelBinding, Launch, LaunchSequence
+from ._launch import KernelBinding, Launch, LaunchSequence, ScratchBinding
 
 OP_NAMESPACE = "sycl_kernels"
 _EMPTY = inspect.Parameter.empty
@@ -337,7 +337,7 @@ class Op:
 
     def _checked_launch(self, args: tuple) -> Launch:
         bound = self.bind(self.checked(args), *args)
-        if isinstance(bound, KernelBinding):
+        if isinstance(bound, (KernelBinding, ScratchBinding)):
             return bound.launcher(self.launch_names)
         if isinstance(bound, tuple):
             return LaunchSequence([b.launcher(self.launch_names) for b in bound])

@@ -16,9 +16,11 @@ times ``scale``, rounded once to x's dtype; with ``topk_ids`` the slots with a
 negative id or, with ``expert_map``, an id mapped to a negative value are left out
 (vLLM's moe_sum).
 
-Ids are checked on CPU tensors (IndexError naming the argument), in the launch's
-``prepare``: it reads data. On an XPU they are not checked (that would wait for the
-device): the kernels leave out-of-range ids out and never write out of bounds.
+Ids are checked on CPU tensors (IndexError naming the argument): moe_align_block_size's
+by its kernels, which flag a bad id in the pass that reads it (the op raises after the
+launch, and the outputs are then unspecified); moe_sum's in the launch's ``prepare``,
+before it. On an XPU they are not checked (that would wait for the device): the
+kernels leave out-of-range ids out and never write out of bounds.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from typing import NamedTuple
 
 import torch
 
-from ..specs.moe import MAX_EXPERTS, moe_align_block_size_spec, moe_sum_spec
+from ..specs.moe import (
+    ALIGN_CHUNK_GROUP,
+    MAX_EXPERTS,
+    moe_align_count_spec,
+    moe_align_scan_spec,
+    moe_align_scatter_spec,
+    moe_sum_spec,
+)
 from ._checks import (
     check_disjoint_rows,
     check_float_dtype,
@@ -39,10 +48,13 @@ from ._checks import (
     check_tensor,
     check_unit_last_stride,
 )
-from ._launch import KernelBinding, Launch, bind_kernel, skip
+from ._launch import KernelBinding, Launch, ScratchBinding, bind_kernel, skip
 from ._op import op
 
 _INDEX = {torch.int32: "i32", torch.int64: "i64"}
+# moe_align_block_size's slots a chunk at least, and chunks at most (_bind_align).
+_ALIGN_CHUNK = 128
+_ALIGN_CHUNKS = 256
 
 
 def _check_index(op_name: str, name: str, t: object, dims: int, dtypes: tuple) -> torch.Tensor:
@@ -101,27 +113,25 @@ def _new_align(
     return new((padded,)), new((blocks,)), new((1,))
 
 
-def _check_align_data(
-    num_experts: int, block_size: int, sorted_size: int, *args: torch.Tensor
-) -> tuple:
-    """The range checks of CPU topk_ids and expert_map, and that the padded total fits
-    sorted_token_ids, as a launch's prepare (ops/_launch.py): they read data."""
+def _align_flags(
+    num_experts: int, block_size: int, sorted_size: int, flags: int, *args: torch.Tensor
+) -> None:
+    """The kernels flagged an id out of range or a padded total past sorted_token_ids
+    (kernels/moe/align.hpp) on CPU tensors: raises, naming the argument and the value."""
     name = "moe_align_block_size"
     topk_ids, expert_map = args[0], args[3]
     _check_range(name, "topk_ids", topk_ids, 0, num_experts, "num_experts")
     ids = topk_ids.reshape(-1).long()
     if expert_map is not None:
-        _check_range(name, "expert_map", expert_map, -1, num_experts, "-1 or a local expert id")
-        ids = expert_map.long()[ids]
-        ids = ids[ids >= 0]
+        used = expert_map[ids]
+        _check_range(name, "expert_map", used, -1, num_experts, "-1 or a local expert id")
+        ids = used[used >= 0].long()
     counts = torch.bincount(ids, minlength=num_experts)
     total = int(((counts + block_size - 1) // block_size).sum()) * block_size
-    if total > sorted_size:
-        raise ValueError(
-            f"{name}(): sorted_token_ids has {sorted_size} entries but the padded total is "
-            f"{total}; expected at least that many"
-        )
-    return args
+    raise ValueError(
+        f"{name}(): sorted_token_ids has {sorted_size} entries but the padded total is "
+        f"{total}; expected at least that many"
+    )
 
 
 def _empty_align(*args: torch.Tensor) -> None:
@@ -134,23 +144,46 @@ def _empty_align(*args: torch.Tensor) -> None:
 
 def _bind_align(
     plan: AlignPlan, topk_ids: torch.Tensor, num_experts: int, block_size: int, *_: object
-) -> KernelBinding | Launch:
+) -> ScratchBinding | Launch:
     numel = topk_ids.numel()
     if numel == 0:
         return _empty_align
-    prepare = None
-    if topk_ids.is_cpu:
-        prepare = functools.partial(_check_align_data, num_experts, block_size, plan.sorted_size)
-    return bind_kernel(
-        moe_align_block_size_spec(plan.index),
-        topk_ids,
-        1,
-        prepare=prepare,
-        numel=numel,
-        num_experts=num_experts,
-        block_size=block_size,
-        sorted_size=plan.sorted_size,
-        expert_ids_size=plan.expert_ids_size,
+    # Chunks of at least _ALIGN_CHUNK slots, at most _ALIGN_CHUNKS of them: the scan
+    # reads chunks x num_experts counts in one work-group.
+    chunks = min(-(-numel // _ALIGN_CHUNK), _ALIGN_CHUNKS)
+    chunk_size = -(-numel // chunks)
+    chunks = -(-numel // chunk_size)
+    groups = -(-chunks // ALIGN_CHUNK_GROUP)
+    slots = {
+        "numel": numel,
+        "num_experts": num_experts,
+        "chunk_size": chunk_size,
+        "chunks": chunks,
+    }
+    return ScratchBinding(
+        (
+            bind_kernel(moe_align_count_spec(plan.index), topk_ids, groups, **slots),
+            bind_kernel(
+                moe_align_scan_spec(),
+                topk_ids,
+                1,
+                numel=numel,
+                num_experts=num_experts,
+                block_size=block_size,
+                chunks=chunks,
+                sorted_size=plan.sorted_size,
+                expert_ids_size=plan.expert_ids_size,
+            ),
+            bind_kernel(
+                moe_align_scatter_spec(plan.index),
+                topk_ids,
+                groups,
+                sorted_size=plan.sorted_size,
+                **slots,
+            ),
+        ),
+        1 + chunks * (num_experts + 1),
+        functools.partial(_align_flags, num_experts, block_size, plan.sorted_size),
     )
 
 
@@ -175,7 +208,8 @@ def moe_align_block_size(
     topk_ids: [tokens, topk] int32/int64, contiguous, each in [0, num_experts).
     num_experts: 1 .. 1024. block_size: at least 1. expert_map: optional int32
     [num_experts], contiguous, each -1 (the expert is not on this rank: its slots are
-    left out) or the local id in [0, num_experts) the slot is counted under.
+    left out) or the local id in [0, num_experts) the slot is counted under (an entry
+    some slot reads that is neither raises IndexError on CPU tensors).
 
     sorted_token_ids [numel + num_experts * (block_size - 1)]: the flat slot indices
     grouped by expert (0, 1, ...), within an expert in increasing order, each
