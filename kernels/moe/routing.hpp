@@ -8,12 +8,15 @@
 // kGroups groups of consecutive experts, each scored by its best key (kGroupTop2: the
 // sum of its two best), and only the experts of the kTopkGroup best groups are
 // selectable. Then kTopk rounds each take the best selectable key: every lane its own
-// best, then a butterfly over the sub-group (permute_group_by_xor). Every comparison
-// breaks ties by the lower index (expert or group), so the result is deterministic.
+// best, then a butterfly over the sub-group (permute_group_by_xor) of one 64-bit rank,
+// the key's order-preserving bits above the expert's index (rank_of). Every
+// comparison breaks ties by the lower index (expert or group), so the result is
+// deterministic; -0 and +0 are equal keys.
 //
 // The weights are the unbiased scores of the chosen experts, in selection order
 // (descending key), times routed_scaling_factor / sum (renormalize, when the sum of
-// the chosen scores is positive) or times routed_scaling_factor.
+// the chosen scores is positive) or times routed_scaling_factor. The sum is taken in
+// each lane over the chosen experts it holds, then across the sub-group.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +30,23 @@ namespace sycl_kernels {
 // A token's work-items: one sub-group (kernels compiled for sub-groups of this size).
 inline constexpr int kRouteLanes = 16;
 
-// Whether (key, expert) ranks before (other_key, other): larger key, then lower index.
-inline bool ranks_before(float key, int expert, float other_key, int other) {
-  return key > other_key || (key == other_key && expert < other);
+// A selectable expert's rank as one integer, larger first: the order-preserving bits
+// of its key (-0 taken as +0) above the complement of its index, so that equal keys
+// rank the lower index first. 0 ranks below every selectable expert.
+inline uint64_t rank_of(float key, int expert) {
+  uint32_t bits = ::sycl::bit_cast<uint32_t>(key == 0.0f ? 0.0f : key);
+  bits = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+  return (static_cast<uint64_t>(bits) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(expert));
+}
+
+inline int expert_of(uint64_t rank) {
+  return static_cast<int>(0xFFFFFFFFu - static_cast<uint32_t>(rank));
+}
+
+inline float key_of(uint64_t rank) {
+  uint32_t bits = static_cast<uint32_t>(rank >> 32);
+  bits = (bits & 0x80000000u) != 0 ? bits & 0x7FFFFFFFu : ~bits;
+  return ::sycl::bit_cast<float>(bits);
 }
 
 template <typename G>
@@ -48,20 +65,14 @@ inline float sub_group_sum(const G& sg, float v) {
   return v;
 }
 
-// (key, expert, weight) of the best across the sub-group, in every lane.
+// The best rank across the sub-group, in every lane.
 template <typename G>
-inline void sub_group_best(const G& sg, float& key, int& expert, float& weight) {
+inline uint64_t sub_group_best(const G& sg, uint64_t rank) {
 #pragma unroll
   for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) {
-    const float other_key = ::sycl::permute_group_by_xor(sg, key, mask);
-    const int other = ::sycl::permute_group_by_xor(sg, expert, mask);
-    const float other_weight = ::sycl::permute_group_by_xor(sg, weight, mask);
-    if (ranks_before(other_key, other, key, expert)) {
-      key = other_key;
-      expert = other;
-      weight = other_weight;
-    }
+    rank = ::sycl::max(rank, ::sycl::permute_group_by_xor(sg, rank, mask));
   }
+  return rank;
 }
 
 template <typename T, typename B, int kExperts, int kTopk, int kScoring, int kGroups,
@@ -80,14 +91,14 @@ inline void moe_topk(const T* gating_output, int64_t gating_stride, const B* cor
   const int64_t token = item.get_group(0);
   const T* row = gating_output + token * gating_stride;
 
-  float score[kPer], key[kPer];
-  bool selectable[kPer];
+  float score[kPer];
+  bool in_row[kPer];
   float row_max = kNegInf;
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int e = lane + kRouteLanes * j;
-    selectable[j] = e < kExperts;
-    score[j] = selectable[j] ? to_float(row[e]) : kNegInf;
+    in_row[j] = e < kExperts;
+    score[j] = in_row[j] ? to_float(row[e]) : kNegInf;
     row_max = ::sycl::fmax(row_max, score[j]);
   }
   if constexpr (kScoring == 0) {  // softmax
@@ -95,7 +106,7 @@ inline void moe_topk(const T* gating_output, int64_t gating_stride, const B* cor
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      score[j] = selectable[j] ? ::sycl::exp(score[j] - row_max) : 0.0f;
+      score[j] = in_row[j] ? ::sycl::exp(score[j] - row_max) : 0.0f;
       sum += score[j];
     }
     const float inverse = 1.0f / sub_group_sum(sg, sum);
@@ -105,49 +116,47 @@ inline void moe_topk(const T* gating_output, int64_t gating_stride, const B* cor
 #pragma unroll
     for (int j = 0; j < kPer; ++j) score[j] = 1.0f / (1.0f + ::sycl::exp(-score[j]));
   }
+  // rank[j]: the selection rank of expert lane + kRouteLanes * j, 0 once it is chosen
+  // or where it cannot be (past kExperts, outside the kept groups).
+  uint64_t rank[kPer];
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int e = lane + kRouteLanes * j;
     float k = score[j];
-    if (correction_bias != nullptr && selectable[j]) k += to_float(correction_bias[e]);
-    key[j] = (k != k || !selectable[j]) ? kNegInf : k;
+    if (correction_bias != nullptr && in_row[j]) k += to_float(correction_bias[e]);
+    rank[j] = in_row[j] ? rank_of(k != k ? kNegInf : k, e) : 0;
   }
 
   if constexpr (kGroups > 1) {
     float group_score[kGroups];
     for (int g = 0; g < kGroups; ++g) {
-      float best = kNegInf, weight = 0.0f;
-      int best_expert = kExperts;
+      uint64_t best = 0;
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const int e = lane + kRouteLanes * j;
-        if (selectable[j] && e / kGroupSize == g && ranks_before(key[j], e, best, best_expert)) {
-          best = key[j];
-          best_expert = e;
-        }
+        if ((lane + kRouteLanes * j) / kGroupSize == g) best = ::sycl::max(best, rank[j]);
       }
-      sub_group_best(sg, best, best_expert, weight);
+      best = sub_group_best(sg, best);
+      group_score[g] = key_of(best);
       if constexpr (kGroupTop2) {
-        float second = kNegInf;
+        uint64_t second = 0;
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
-          const int e = lane + kRouteLanes * j;
-          if (selectable[j] && e / kGroupSize == g && e != best_expert) {
-            second = ::sycl::fmax(second, key[j]);
+          if ((lane + kRouteLanes * j) / kGroupSize == g && rank[j] != best) {
+            second = ::sycl::max(second, rank[j]);
           }
         }
-        group_score[g] = best + sub_group_max(sg, second);
-      } else {
-        group_score[g] = best;
+        second = sub_group_best(sg, second);
+        group_score[g] += second == 0 ? kNegInf : key_of(second);
       }
     }
-    // The kTopkGroup best groups (the same in every lane).
+    // The kTopkGroup best groups (the same in every lane): larger score, then lower index.
     uint32_t kept = 0;
     for (int t = 0; t < kTopkGroup; ++t) {
       int best_group = kGroups;
       float best = kNegInf;
       for (int g = 0; g < kGroups; ++g) {
-        if (((kept >> g) & 1u) == 0 && ranks_before(group_score[g], g, best, best_group)) {
+        const bool better = group_score[g] > best || (group_score[g] == best && g < best_group);
+        if (((kept >> g) & 1u) == 0 && better) {
           best = group_score[g];
           best_group = g;
         }
@@ -156,46 +165,44 @@ inline void moe_topk(const T* gating_output, int64_t gating_stride, const B* cor
     }
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      const int e = lane + kRouteLanes * j;
-      selectable[j] = selectable[j] && ((kept >> (e / kGroupSize)) & 1u) != 0;
+      if (((kept >> ((lane + kRouteLanes * j) / kGroupSize)) & 1u) == 0) rank[j] = 0;
     }
   }
 
-  float weights[kTopk];
   int ids[kTopk];
-  float sum = 0.0f;
 #pragma unroll
   for (int t = 0; t < kTopk; ++t) {
-    float best = kNegInf, weight = 0.0f;
-    int best_expert = kExperts;
+    uint64_t best = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) best = ::sycl::max(best, rank[j]);
+    best = sub_group_best(sg, best);
+    ids[t] = expert_of(best);
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      const int e = lane + kRouteLanes * j;
-      if (selectable[j] && ranks_before(key[j], e, best, best_expert)) {
-        best = key[j];
-        best_expert = e;
-        weight = score[j];
-      }
-    }
-    sub_group_best(sg, best, best_expert, weight);
-    weights[t] = weight;
-    ids[t] = best_expert;
-    sum += weight;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      if (lane + kRouteLanes * j == best_expert) selectable[j] = false;
+      if (rank[j] == best) rank[j] = 0;
     }
   }
-  if (lane == 0) {
-    const float scale =
-        renormalize != 0 && sum > 0.0f ? routed_scaling_factor / sum : routed_scaling_factor;
-    float* w_row = topk_weights + token * weights_stride;
-    int32_t* id_row = topk_ids + token * ids_stride;
+  // Each chosen expert's score stays in the lane that holds it, which writes its weight.
+  float owned[kTopk];
+  float partial = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kTopk; ++t) {
-      w_row[t] = weights[t] * scale;
-      id_row[t] = ids[t];
+  for (int t = 0; t < kTopk; ++t) {
+    owned[t] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      if (lane + kRouteLanes * j == ids[t]) owned[t] = score[j];
     }
+    partial += owned[t];
+  }
+  const float sum = sub_group_sum(sg, partial);
+  const float scale =
+      renormalize != 0 && sum > 0.0f ? routed_scaling_factor / sum : routed_scaling_factor;
+  float* w_row = topk_weights + token * weights_stride;
+  int32_t* id_row = topk_ids + token * ids_stride;
+#pragma unroll
+  for (int t = 0; t < kTopk; ++t) {
+    if (ids[t] % kRouteLanes == lane) w_row[t] = owned[t] * scale;
+    if (lane == 0) id_row[t] = ids[t];
   }
 }
 
