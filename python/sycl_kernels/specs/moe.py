@@ -13,6 +13,7 @@ import functools
 
 from .._dtypes import BY_NAME
 from .spec import KernelSpec, Param
+from .variants import manifest_op
 
 MOE_THREADS = 256
 # Work-items a work-group of the align kernels that take a chunk of slots each.
@@ -33,6 +34,7 @@ _SLOT_PARAMS = (
 )
 
 
+@manifest_op("moe_align_count")
 @functools.cache
 def moe_align_count_spec(index: str) -> KernelSpec:
     """index: i32 or i64, the dtype of topk_ids. A work-item a chunk of slots."""
@@ -47,6 +49,7 @@ def moe_align_count_spec(index: str) -> KernelSpec:
     )
 
 
+@manifest_op("moe_align_scan")
 @functools.cache
 def moe_align_scan_spec() -> KernelSpec:
     """One work-group of MOE_THREADS work-items, a round of them per MOE_THREADS experts."""
@@ -71,6 +74,7 @@ def moe_align_scan_spec() -> KernelSpec:
     )
 
 
+@manifest_op("moe_align_scatter")
 @functools.cache
 def moe_align_scatter_spec(index: str) -> KernelSpec:
     """index: i32 or i64, the dtype of topk_ids. A work-item a chunk of slots."""
@@ -90,6 +94,7 @@ def moe_align_scatter_spec(index: str) -> KernelSpec:
     )
 
 
+@manifest_op("moe_sum")
 @functools.cache
 def moe_sum_spec(dtype: str, index: str) -> KernelSpec:
     """dtype: the short name of x's dtype; index: i32 or i64, the dtype of topk_ids

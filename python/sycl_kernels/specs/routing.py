@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from .._dtypes import DType
+from .._dtypes import BY_NAME, DType
 from .spec import KernelSpec, Param
+from .variants import manifest_op
 
 # A token's work-items: one sub-group (kernels/moe/routing.hpp kRouteLanes).
 ROUTE_LANES = 16
@@ -68,4 +69,29 @@ def moe_topk_spec(
         ),
         group_size=ROUTE_LANES,
         sub_group_size=ROUTE_LANES,
+    )
+
+
+@manifest_op("moe_topk")
+def moe_topk_variant(
+    dtype: str,
+    experts: int,
+    topk: int,
+    scoring: str,
+    bias_dtype: str | None = None,
+    groups: int = 1,
+    topk_group: int = 1,
+    group_scoring: str = "max",
+) -> KernelSpec:
+    """A manifest row's kernel: dtypes by short name, bias_dtype that of the logits where
+    there is no bias (as the op asks)."""
+    return moe_topk_spec(
+        BY_NAME[dtype],
+        BY_NAME[bias_dtype or dtype],
+        experts,
+        topk,
+        scoring,
+        groups,
+        topk_group,
+        group_scoring,
     )
