@@ -270,6 +270,39 @@ def paged_store(
     return out
 
 
+def paged_gather(
+    cache: torch.Tensor,
+    dst: torch.Tensor,
+    block_table: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    seq_starts: torch.Tensor | None = None,
+    scale: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A paged KV gather (vllm-xpu-kernels tests/test_cache.py test_gather_cache_mla's
+    block by block concatenation): a copy of dst whose rows cu_seq_lens[b] ..
+    cu_seq_lens[b + 1] - 1 hold sequence b's tokens from seq_starts[b] (or 0) on, read
+    through block_table[b]; with scale, fp8 values as float(x) * scale in float32,
+    rounded to dst's dtype."""
+    out = dst.clone()
+    bits = (lambda t: t.view(torch.uint8)) if cache.element_size() == 1 else (lambda t: t)
+    block_size = cache.shape[1]
+    for b in range(block_table.shape[0]):
+        lo, hi = int(cu_seq_lens[b]), int(cu_seq_lens[b + 1])
+        if hi == lo:
+            continue
+        start = 0 if seq_starts is None else int(seq_starts[b])
+        first, last = start // block_size, (start + hi - lo - 1) // block_size
+        blocks = [bits(cache)[int(block_table[b, j])] for j in range(first, last + 1)]
+        skip = start - first * block_size
+        tokens = torch.cat(blocks)[skip : skip + hi - lo]
+        if scale is None:
+            bits(out)[lo:hi] = tokens
+        else:
+            values = tokens.view(cache.dtype).float() * scale.float()
+            out[lo:hi] = values.to(dst.dtype)
+    return out
+
+
 def tolerance(dtype: torch.dtype) -> dict[str, float]:
     """assert_close tolerances: fp16/bf16 outputs are rounded to 8 or 11 significant bits."""
     return {

@@ -1,8 +1,9 @@
-"""The KV-cache compat calls: vLLM's reshape_and_cache_flash, reshape_and_cache and
-concat_and_cache_mla (vllm-xpu-kernels 4543b580 tests/test_cache.py's shapes and
-calls: uint8 fp8 caches, 0-d scale tensors, padded tokens past slot_mapping) and
-sgl-kernel-xpu's store_cache_xpu (9cf16bf9 tests/test_store_cache_xpu.py's
-index_put reference), against tests/references.py paged_store."""
+"""The KV-cache compat calls: vLLM's reshape_and_cache_flash, reshape_and_cache,
+concat_and_cache_mla and gather_cache (vllm-xpu-kernels 4543b580 tests/test_cache.py's
+shapes and calls: uint8 fp8 caches, 0-d scale tensors, padded tokens past slot_mapping)
+and sgl-kernel-xpu's store_cache_xpu (9cf16bf9 tests/test_store_cache_xpu.py's
+index_put reference), against tests/references.py paged_store and paged_gather (and
+vLLM's own block by block reference for gather_cache)."""
 
 from __future__ import annotations
 
@@ -123,3 +124,60 @@ def test_store_cache_xpu(dtype: torch.dtype) -> None:
     sgl_kernel.store_cache_xpu(empty, empty, k_cache, v_cache, torch.empty(0, dtype=torch.int64))
     with pytest.raises(IndexError):
         sgl_kernel.store_cache_xpu(k[:1], v[:1], k_cache, v_cache, torch.tensor([cache_size]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.uint8], ids=str)
+def test_gather_cache_mla(dtype: torch.dtype) -> None:
+    """vllm-xpu-kernels tests/test_cache.py test_gather_cache_mla's shapes and reference
+    (block by block torch.cat), uint8 an fp8 cache as vLLM allocates it."""
+    entry, block_size, num_blocks, max_seq_len, batch_size = 512 + 64, 16, 1024, 512, 8
+    if dtype == torch.uint8:
+        src_cache = torch.randint(0, 256, (num_blocks, block_size, entry), dtype=dtype)
+    else:
+        src_cache = torch.randn(num_blocks, block_size, entry).to(dtype)
+    seq_len = torch.randint(0, max_seq_len + 1, (batch_size,))
+    seq_len[2] = 0
+    cu_seq_lens = torch.zeros(batch_size + 1, dtype=torch.int32)
+    cu_seq_lens[1:] = seq_len.cumsum(0)
+    block_table = torch.stack([torch.randperm(num_blocks) for _ in range(batch_size)]).int()
+    dst = torch.zeros(int(seq_len.sum()), entry, dtype=dtype)
+    expected = []
+    for b in range(batch_size):
+        s = int(seq_len[b])
+        if s == 0:
+            continue
+        tot = (s + block_size - 1) // block_size
+        blocks = block_table[b, :tot].tolist()
+        rows = [src_cache[blocks[i]] for i in range(tot - 1)]
+        rows.append(src_cache[blocks[-1], : s - (tot - 1) * block_size])
+        expected.append(torch.cat(rows))
+    assert vllm.gather_cache(src_cache, dst, block_table, cu_seq_lens, batch_size) is None
+    assert torch.equal(dst, torch.cat(expected))
+
+
+def test_gather_cache_batch_size_and_block_seq_starts() -> None:
+    """Only the first batch_size sequences; seq_starts counts whole blocks (vLLM's
+    seq_starts[b] / block_size), the core op's token offset rounded down."""
+    block_size, entry = 16, 64
+    src_cache = torch.randn(10, block_size, entry)
+    block_table = torch.randperm(10).view(2, 5).int()
+    block_table = torch.cat([block_table, torch.full((1, 5), 10**6, dtype=torch.int32)])
+    cu_seq_lens = torch.tensor([0, 20, 50, 60], dtype=torch.int32)
+    seq_starts = torch.tensor([5, 33, 0], dtype=torch.int32)  # blocks 0 and 2
+    dst = torch.zeros(60, entry)
+    vllm.gather_cache(src_cache, dst, block_table, cu_seq_lens, 2, seq_starts)
+    want = references.paged_gather(
+        src_cache,
+        torch.zeros(60, entry),
+        block_table[:2],
+        cu_seq_lens[:3],
+        torch.tensor([0, 32], dtype=torch.int32),
+    )
+    assert torch.equal(dst, want)
+    assert not dst[50:].any()  # the third sequence is past batch_size
+    with pytest.raises(ValueError, match="batch_size"):
+        vllm.gather_cache(src_cache, dst, block_table, cu_seq_lens, 4)
+    with pytest.raises(IndexError, match="block_table"):
+        vllm.gather_cache(src_cache, dst, block_table, cu_seq_lens, 3)
+    with pytest.raises(TypeError, match="dtype"):
+        vllm.gather_cache(src_cache, dst.half(), block_table, cu_seq_lens, 2)

@@ -3,8 +3,10 @@ their torch eager forms (bench).
 
 moe_topk: softmax + torch.topk + renormalization (Qwen3-MoE's router) at 128 experts,
 top-8. moe_align_block_size: a sort-based torch form producing the same padded
-layout. store_kv_cache: index_copy_ of the new keys and values into the same flash
-layout cache ([blocks * block_size, heads, head_size] view).
+layout. moe_sum: x.sum(dim=1) of the experts' outputs. store_kv_cache: index_copy_ of
+the new keys and values into the same flash layout cache ([blocks * block_size, heads,
+head_size] view). gather_cache: index_select
+of each sequence's blocks of an MLA cache (entry 512 + 64), flattened to tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from .. import ops
 from .registry import BenchOp, Build, Case, register
 
 _EXPERTS, _TOPK, _BLOCK = 128, 8, 64
+# Qwen3-MoE-30B-A3B's hidden size.
+_HIDDEN = 2048
 _HEADS, _HEAD_SIZE, _CACHE_BLOCK = 8, 128, 16
+_MLA_ENTRY, _GATHER_BATCH = 512 + 64, 8
 
 
 def _bytes(*tensors: torch.Tensor) -> int:
@@ -80,6 +85,16 @@ def align_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
     return Case(ours, lambda: _torch_align(topk_ids.long()), _bytes(topk_ids) + 4 * size)
 
 
+def moe_sum_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
+    x = torch.randn(tokens, _TOPK, _HIDDEN, generator=_generator(6)).to(device, dtype)
+    out = torch.empty(tokens, _HIDDEN, dtype=dtype, device=device)
+
+    def ours() -> torch.Tensor:
+        return ops.moe_sum(x, out=out)
+
+    return Case(ours, lambda: x.sum(dim=1), _bytes(x, out))
+
+
 def kv_store_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
     """Both sides store into their own cache and return it."""
     blocks = (tokens + _CACHE_BLOCK - 1) // _CACHE_BLOCK * 2
@@ -100,6 +115,31 @@ def kv_store_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case
         return theirs_k
 
     return Case(ours, theirs, 2 * _bytes(key, value) + _bytes(slots))
+
+
+def kv_gather_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
+    """min(8, tokens) sequences of tokens // batch tokens each, in distinct blocks of a
+    cache of twice the blocks they need; both sides gather into [tokens, entry]."""
+    batch = min(_GATHER_BATCH, tokens)
+    length = tokens // batch
+    per_seq = (length + _CACHE_BLOCK - 1) // _CACHE_BLOCK
+    blocks = 2 * batch * per_seq
+    cache = torch.randn(blocks, _CACHE_BLOCK, _MLA_ENTRY, generator=_generator(6))
+    cache = cache.to(device, dtype)
+    table = torch.randperm(blocks, generator=_generator(7))[: batch * per_seq]
+    table = table.view(batch, per_seq).to(device, torch.int32)
+    cu_seq_lens = torch.arange(batch + 1, dtype=torch.int32, device=device) * length
+    dst = torch.empty(batch * length, _MLA_ENTRY, dtype=dtype, device=device)
+
+    def ours() -> torch.Tensor:
+        ops.gather_cache(cache, dst, table, cu_seq_lens)
+        return dst
+
+    def theirs() -> torch.Tensor:
+        rows = cache.index_select(0, table.flatten()).view(batch, -1, _MLA_ENTRY)
+        return rows[:, :length].flatten(0, 1)
+
+    return Case(ours, theirs, 2 * _bytes(dst) + _bytes(table, cu_seq_lens))
 
 
 def _shapes(case, label: str, tokens: int, quick: bool) -> Iterable[tuple[str, Build]]:
@@ -127,9 +167,26 @@ register(
 )
 register(
     BenchOp(
+        "moe_sum",
+        functools.partial(_shapes, moe_sum_case, f"{_TOPK}x{_HIDDEN}"),
+        note="moe_sum: the top-8 experts' outputs summed per token; the torch column is "
+        "x.sum(dim=1).",
+    )
+)
+register(
+    BenchOp(
         "store_kv_cache",
         functools.partial(_shapes, kv_store_case, f"{_HEADS}x{_HEAD_SIZE}"),
         note="store_kv_cache: keys and values into a flash-layout paged cache; the torch column "
         "is index_copy_ into the same cache; bytes: read once and written once.",
+    )
+)
+register(
+    BenchOp(
+        "gather_cache",
+        functools.partial(_shapes, kv_gather_case, f"{_MLA_ENTRY} MLA b{_CACHE_BLOCK}"),
+        note="gather_cache: 8 sequences' tokens out of a paged MLA cache (512 + 64) through a "
+        "block table; the torch column is index_select of their blocks, flattened; bytes: "
+        "the tokens read once and written once.",
     )
 )

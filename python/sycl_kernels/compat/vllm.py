@@ -140,7 +140,20 @@ read two ways, and the reading taken here:
   within a token), any cache strides with a unit last one (vLLM: contiguous, or
   its interleaved K/V pages). The flash layout's interleaved pages work as two
   views of one buffer. ``fp8_e5m2`` caches are not provided (ValueError);
-  ``gather_cache`` is not provided.
+  ``gather_cache`` (csrc/cache.cpp's gather_cache_kernel) runs the core
+  ``gather_cache``, writing ``dst`` in place: a copy, bit for bit (``dst`` of
+  ``src_cache``'s dtype, as vLLM requires). ``batch_size``: only the first
+  ``batch_size`` sequences (rows of block_table and seq_starts, cu_seq_lens up to
+  ``batch_size + 1``) are gathered, as vLLM's grid; more than block_table has raises
+  ValueError (vLLM reads past it). ``seq_starts`` is rounded down to a whole block
+  (vLLM's ``seq_starts[b] / block_size`` block offset: the gather starts at that
+  block's first token), by two torch ops on it; the core op takes a token offset.
+  Out-of-range block ids, cu_seq_lens past dst's rows or decreasing, or a sequence
+  past block_table's columns raise on CPU tensors and are skipped on an XPU (vLLM
+  reads and writes out of bounds). Refused where vLLM takes them: caches of other
+  dtypes than float32/float16/bfloat16/float8/uint8 (vLLM copies any 8-, 16- or
+  32-bit type), and a ``dst`` whose entry shape differs from the cache's (vLLM reads
+  dst as rows of the flattened entry).
 - ``moe_align_block_size`` (vllm-xpu-kernels 4543b580 csrc/moe/moe_align_sum_kernels.cpp):
   writes sorted_token_ids, experts_ids and num_tokens_post_pad in place. Pad value
   ``topk_ids.numel()`` in every entry of sorted_token_ids not holding a slot (vLLM:
@@ -204,6 +217,7 @@ __all__ = [
     "fused_add_rms_norm",
     "fused_add_rms_norm_static_fp8_quant",
     "fused_qk_norm_rope",
+    "gather_cache",
     "gelu_and_mul",
     "gelu_fast",
     "gelu_new",
@@ -856,6 +870,49 @@ def concat_and_cache_mla(
         _kv_cache(op, kv_cache, kv_cache_dtype, kv_c),
         slot_mapping,
         _kv_scale(scale, kv_cache_dtype, kv_cache),
+    )
+
+
+def _first_rows(t: object, rows: int) -> object:
+    """t's first `rows` rows (a view); anything else as it is, for the core op to refuse."""
+    return t[:rows] if isinstance(t, torch.Tensor) and t.dim() >= 1 else t
+
+
+def gather_cache(
+    src_cache: torch.Tensor,
+    dst: torch.Tensor,
+    block_table: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    batch_size: int,
+    seq_starts: torch.Tensor | None = None,
+) -> None:
+    """vLLM's ``gather_cache``: the first batch_size sequences' tokens from src_cache
+    [num_blocks, block_size, *entry] into dst [tokens, *entry] through block_table,
+    in place; seq_starts rounded down to a whole block (module doc)."""
+    op = "vllm.gather_cache"
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"{op}(): batch_size must be an int, got {type(batch_size).__name__}")
+    for name, t, rows in (
+        ("block_table", block_table, batch_size),
+        ("cu_seq_lens", cu_seq_lens, batch_size + 1),
+        ("seq_starts", seq_starts, batch_size),
+    ):
+        if isinstance(t, torch.Tensor) and t.dim() >= 1 and not 0 <= rows <= t.shape[0]:
+            raise ValueError(
+                f"{op}(): batch_size is {batch_size} but {name} has {t.shape[0]} rows; "
+                f"expected 0 <= batch_size and at least {rows} rows"
+            )
+    seq_starts = _first_rows(seq_starts, batch_size)
+    if isinstance(seq_starts, torch.Tensor) and isinstance(src_cache, torch.Tensor):
+        block_size = src_cache.shape[1] if src_cache.dim() >= 2 else 0
+        if block_size > 0:
+            seq_starts = seq_starts - seq_starts % block_size
+    ops.gather_cache(
+        src_cache,
+        dst,
+        _first_rows(block_table, batch_size),
+        _first_rows(cu_seq_lens, batch_size + 1),
+        seq_starts,
     )
 
 

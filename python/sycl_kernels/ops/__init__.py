@@ -16,7 +16,7 @@ from .activation import (
     swigluoai_and_mul,
 )
 from .diffusion import timestep_embedding
-from .kv_cache import concat_and_cache_mla, store_kv_cache
+from .kv_cache import concat_and_cache_mla, gather_cache, store_kv_cache
 from .moe import moe_align_block_size, moe_sum
 from .norm import fused_add_rmsnorm, gemma_fused_add_rmsnorm, gemma_rmsnorm, qknorm, rmsnorm
 from .quant import (
@@ -39,6 +39,7 @@ __all__ = [
     "dynamic_quantize_per_tensor",
     "fatrelu_and_mul",
     "fused_add_rmsnorm",
+    "gather_cache",
     "gelu_and_mul",
     "gelu_quick",
     "gelu_tanh",

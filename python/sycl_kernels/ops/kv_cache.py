@@ -1,5 +1,7 @@
 """sycl_kernels.ops.kv_cache: the paged KV-cache store (vLLM's reshape_and_cache_flash and
-reshape_and_cache, SGLang's store_cache) and MLA's concat_and_cache_mla, in place.
+reshape_and_cache, SGLang's store_cache) and MLA's concat_and_cache_mla, in place; and its
+inverse, gather_cache (vLLM's gather_cache), each sequence's tokens read back through
+its block table.
 
 A slot is block * block_size + offset; a negative slot (padding) stores nothing. The
 cache holds the model's dtype (a copy, bit for bit) or torch.float8_e4m3fn: then each
@@ -7,19 +9,22 @@ value is stored as fp8(clamp(x / scale, -448, 448)), x / scale in float32, round
 nearest even as torch's cast (NaN stays NaN): vLLM's convention, dividing by the
 scale (vllm-xpu-kernels 4543b580 csrc/quantization/fp8/quant_utils.h
 CopyWithScaleOp), read from a float32 tensor of one element on the cache's device.
+The gather copies bits, or dequantizes an fp8 cache: float(x) * scale, rounded once.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import torch
 
 from .. import _runtime
-from .._dtypes import DType
-from ..specs.kv_cache import store_kv_spec
+from .._dtypes import DTYPES, FLOAT_DTYPE_NAMES, DType
+from ..specs.kv_cache import gather_kv_spec, gather_rows, store_kv_spec
 from ._checks import (
+    check_disjoint_rows,
     check_float_dtype,
     check_same,
     check_shape,
@@ -380,3 +385,268 @@ def concat_and_cache_mla(
     a = _Stream(rank, rank, kv_c.stride(0), 0, strides[0], strides[1], 0, 0)
     b = _Stream(pe_dim, pe_dim, k_pe.stride(0), 0, strides[0], strides[1], 0, 0)
     return _Plan(dtype, fp8, tokens, 1, shape[0] * shape[1], shape[1], a, b)
+
+
+# gather_cache: the inverse of the store, vLLM's gather_cache (and the dequantize of its
+# gather_and_maybe_dequant_cache).
+
+# The dtypes a cache may hold; the gather copies them as bits.
+_GATHER_DTYPES = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    _FP8,
+    torch.float8_e5m2,
+    torch.uint8,
+)
+_GATHER_DTYPE_NAMES = ", ".join(map(str, _GATHER_DTYPES))
+_INT32 = torch.int32
+_DTYPE_OF = {d.torch_dtype: d for d in DTYPES}
+
+
+class _GatherPlan(NamedTuple):
+    element_size: int
+    dequant: DType | None
+    width: int
+    rows: int
+    batch: int
+    num_blocks: int
+    block_size: int
+    max_blocks: int
+    block_table_stride: int
+    cache_block_stride: int
+    cache_page_stride: int
+    dst_token_stride: int
+
+
+def _check_entry(op: str, name: str, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+    """An entry (the dimensions after a token's) contiguous: one row of elements."""
+    expected = 1
+    for size, stride in reversed(list(zip(shape, strides, strict=True))):
+        if size > 1 and stride != expected:
+            raise ValueError(
+                f"{op}(): {name} has entry dimensions {tuple(shape)} with strides "
+                f"{tuple(strides)}; expected them contiguous (one row of elements per token)"
+            )
+        expected *= size
+
+
+def _check_index(op: str, name: str, t: torch.Tensor, like: torch.Tensor) -> None:
+    check_tensor(op, name, t)
+    if t.dtype != _INT32:
+        raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected torch.int32")
+    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
+        raise ValueError(f"{op}(): {name} is on {t.device} but src_cache is on {like.device}")
+
+
+def _check_gather_data(num_blocks: int, block_size: int, rows: int, *args: object) -> tuple:
+    """The checks of CPU index tensors, which read data, at each call (a launch's
+    prepare, ops/_launch.py): cu_seq_lens in [0, rows] and non-decreasing, seq_starts
+    non-negative, and every block-table entry a sequence reads in [0, num_blocks).
+    Python lists for the per-sequence values (a call's torch ops cost ~1.5 us each on
+    a batch of a few hundred); the table entries as lists too while small."""
+    op_name = "gather_cache"
+    block_table, cu_seq_lens, seq_starts = args[2], args[3], args[4]
+    batch, max_blocks = block_table.shape
+    cu = cu_seq_lens.tolist()
+    starts = [0] * batch if seq_starts is None else seq_starts.tolist()
+    reads = []  # (sequence, first column, last column) of each non-empty sequence
+    for b in range(batch):
+        length, start = cu[b + 1] - cu[b], starts[b]
+        if not (0 <= cu[b + 1] <= rows and 0 <= cu[b] <= rows):
+            bad = cu[b] if not 0 <= cu[b] <= rows else cu[b + 1]
+            raise IndexError(
+                f"{op_name}(): cu_seq_lens holds {bad}; expected values in [0, {rows}] "
+                "(dst.shape[0])"
+            )
+        if length < 0:
+            raise ValueError(
+                f"{op_name}(): cu_seq_lens decreases at index {b + 1} ({cu[b]} then "
+                f"{cu[b + 1]}); expected non-decreasing cumulative sequence lengths"
+            )
+        if start < 0:
+            raise IndexError(f"{op_name}(): seq_starts holds {start}; expected values >= 0")
+        if length == 0:
+            continue
+        last = (start + length - 1) // block_size
+        if last >= max_blocks:
+            origin = "" if seq_starts is None else f"from seq_starts {start} "
+            raise IndexError(
+                f"{op_name}(): sequence {b} ({length} tokens by cu_seq_lens {origin}in "
+                f"blocks of {block_size}) reads block_table column {last}; block_table "
+                f"has {max_blocks} columns"
+            )
+        reads.append((b, start // block_size, last))
+    if not reads:
+        return args
+    if batch * max_blocks <= 4096:
+        table = block_table.tolist()
+        ids = [i for b, first, last in reads for i in table[b][first : last + 1]]
+        low, high = min(ids), max(ids)
+    else:
+        b, first, last = (torch.tensor(v) for v in zip(*reads, strict=True))
+        columns = torch.arange(max_blocks)
+        read = (columns >= first[:, None]) & (columns <= last[:, None])
+        low, high = (int(v) for v in torch.aminmax(block_table[b][read]))
+    if low < 0 or high >= num_blocks:
+        raise IndexError(
+            f"{op_name}(): block_table holds {low if low < 0 else high} where a sequence "
+            f"reads it; expected block ids in [0, {num_blocks}) (src_cache.shape[0])"
+        )
+    return args
+
+
+def _bind_gather(
+    plan, src_cache, dst, block_table, cu_seq_lens, seq_starts, scale
+) -> KernelBinding | Launch:
+    if plan is None:
+        return skip
+    tuned_for = _runtime.tuning_of(src_cache)
+    spec = gather_kv_spec(plan.element_size, plan.dequant, plan.width, tuned_for)
+    prepare = None
+    if block_table.is_cpu:
+        prepare = functools.partial(_check_gather_data, plan.num_blocks, plan.block_size, plan.rows)
+    return bind_kernel(
+        spec,
+        src_cache,
+        -(-plan.rows // gather_rows(tuned_for)),
+        prepare=prepare,
+        rows=plan.rows,
+        batch=plan.batch,
+        num_blocks=plan.num_blocks,
+        block_size=plan.block_size,
+        max_blocks=plan.max_blocks,
+        block_table_stride=plan.block_table_stride,
+        cache_block_stride=plan.cache_block_stride,
+        cache_page_stride=plan.cache_page_stride,
+        dst_token_stride=plan.dst_token_stride,
+    )
+
+
+@op(bind=_bind_gather, mutates=("dst",))
+def gather_cache(
+    src_cache: torch.Tensor,
+    dst: torch.Tensor,
+    block_table: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    seq_starts: torch.Tensor | None = None,
+    scale: torch.Tensor | None = None,
+) -> _GatherPlan | None:
+    """Gathers each sequence's tokens from the paged cache src_cache [num_blocks,
+    block_size, *entry] into dst [tokens, *entry], in place: the inverse of the store.
+
+    Sequence b (batch = block_table.shape[0]) fills dst rows cu_seq_lens[b] ..
+    cu_seq_lens[b + 1] - 1; its i-th row is its token pos = seq_starts[b] + i (0 + i
+    without seq_starts), read at block block_table[b, pos // block_size], page
+    pos % block_size. So seq_starts is a token offset: vLLM's
+    gather_and_maybe_dequant_cache reads it so, while vLLM's gather_cache rounds it
+    down to a whole block (compat.vllm.gather_cache does that rounding). Rows of dst
+    outside every sequence are left as they are.
+
+    src_cache: float32/float16/bfloat16/float8_e4m3fn/float8_e5m2/uint8, any block
+    and page strides, the entry (dimensions 2..) contiguous (vLLM's MLA cache
+    [num_blocks, block_size, kv_lora_rank + pe_dim], or a flash-layout K or V cache
+    [num_blocks, block_size, heads, head_size]). dst: entry shape src_cache's, any
+    row stride, the entry contiguous; it must not overlap src_cache. block_table:
+    int32 [batch, max_blocks], unit column stride; cu_seq_lens: int32 [batch + 1],
+    contiguous; seq_starts: int32 [batch], contiguous, or None.
+
+    dst of src_cache's dtype: a copy, bit for bit (scale must be None). A
+    torch.float8_e4m3fn cache into float32/float16/bfloat16 dst dequantizes:
+    dst = (float(x) * scale) in float32, rounded once to dst's dtype (vLLM's
+    gather_and_maybe_dequant_cache), scale float32, one value, on the cache's device.
+    Other pairs (a float8_e5m2 or uint8 cache into a float dst) raise TypeError.
+
+    On CPU tensors, cu_seq_lens outside [0, dst.shape[0]] or decreasing, a negative
+    seq_starts, a sequence reaching past block_table's columns, or a block id it
+    reads outside [0, num_blocks) raises (IndexError; ValueError for a decreasing
+    cu_seq_lens) before anything is written. On an XPU they are not checked (that
+    would wait for the device): such rows are left unwritten, and nothing is read
+    or written out of bounds.
+    """
+    name = "gather_cache"
+    check_tensor(name, "src_cache", src_cache)
+    if src_cache.dtype not in _GATHER_DTYPES:
+        raise TypeError(
+            f"{name}(): src_cache has dtype {src_cache.dtype}; expected one of "
+            f"{_GATHER_DTYPE_NAMES}"
+        )
+    shape, strides = src_cache.shape, src_cache.stride()
+    if src_cache.dim() < 3:
+        raise ValueError(
+            f"{name}(): src_cache has shape {tuple(shape)}; expected [num_blocks, "
+            "block_size, *entry]"
+        )
+    _check_entry(name, "src_cache", shape[2:], strides[2:])
+    num_blocks, block_size = shape[0], shape[1]
+    if block_size == 0:
+        raise ValueError(f"{name}(): src_cache has block_size 0 (shape {tuple(shape)})")
+    check_tensor(name, "dst", dst)
+    if not (dst.is_cpu and src_cache.is_cpu) and dst.device != src_cache.device:
+        raise ValueError(f"{name}(): dst is on {dst.device} but src_cache is on {src_cache.device}")
+    if dst.dim() != src_cache.dim() - 1 or dst.shape[1:] != shape[2:]:
+        raise ValueError(
+            f"{name}(): dst has shape {tuple(dst.shape)}; expected [tokens, "
+            f"{', '.join(map(str, shape[2:]))}] (src_cache's entry)"
+        )
+    _check_entry(name, "dst", dst.shape[1:], dst.stride()[1:])
+    width = math.prod(shape[2:])
+    rows, dst_stride = dst.shape[0], dst.stride(0)
+    check_disjoint_rows(name, "dst", rows, dst_stride, width)
+    dequant = None
+    if dst.dtype != src_cache.dtype:
+        dequant = _DTYPE_OF.get(dst.dtype)
+        if src_cache.dtype != _FP8 or dequant is None:
+            raise TypeError(
+                f"{name}(): dst has dtype {dst.dtype} but src_cache has {src_cache.dtype}; "
+                "expected src_cache's (a copy) or, from a torch.float8_e4m3fn cache, "
+                f"one of {FLOAT_DTYPE_NAMES} (dequantized with scale)"
+            )
+    _check_index(name, "block_table", block_table, src_cache)
+    if block_table.dim() != 2:
+        raise ValueError(
+            f"{name}(): block_table has shape {tuple(block_table.shape)}; expected "
+            "[batch, max_blocks]"
+        )
+    check_unit_last_stride(name, "block_table", block_table.shape, block_table.stride())
+    batch, max_blocks = block_table.shape
+    _check_index(name, "cu_seq_lens", cu_seq_lens, src_cache)
+    check_shape(name, "cu_seq_lens", cu_seq_lens.shape, (batch + 1,), "block_table's batch + 1")
+    if batch > 0 and cu_seq_lens.stride(0) != 1:
+        raise ValueError(
+            f"{name}(): cu_seq_lens has strides {cu_seq_lens.stride()}; expected contiguous"
+        )
+    if seq_starts is not None:
+        _check_index(name, "seq_starts", seq_starts, src_cache)
+        check_shape(name, "seq_starts", seq_starts.shape, (batch,), "block_table's batch")
+        if batch > 1 and seq_starts.stride(0) != 1:
+            raise ValueError(
+                f"{name}(): seq_starts has strides {seq_starts.stride()}; expected contiguous"
+            )
+    if dequant is None and scale is not None:
+        raise ValueError(
+            f"{name}(): scale is given but dst has src_cache's dtype {dst.dtype} (a copy); "
+            "a scale goes with a float dst from a torch.float8_e4m3fn cache only"
+        )
+    if dequant is not None and scale is None:
+        raise ValueError(
+            f"{name}(): dst is {dst.dtype} from a torch.float8_e4m3fn cache; pass scale= "
+            "(float32, one value) to dequantize"
+        )
+    _check_scales(name, dequant is not None, src_cache, (("scale", scale),))
+    if rows == 0 or batch == 0 or width == 0:
+        return None
+    return _GatherPlan(
+        src_cache.element_size(),
+        dequant,
+        width,
+        rows,
+        batch,
+        num_blocks,
+        block_size,
+        max_blocks,
+        block_table.stride(0),
+        strides[0],
+        strides[1],
+        dst_stride,
+    )
