@@ -198,3 +198,25 @@ def check_int(op: str, name: str, value: object, *, minimum: int) -> None:
         raise TypeError(f"{op}(): {name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{op}(): {name} must be at least {minimum}, got {value}")
+
+
+def check_index_range(
+    op: str, name: str, index: torch.Tensor, high: int, what: str, *, low: int | None = 0
+) -> None:
+    """The values of a CPU index tensor in [low, high) (low None: no lower bound):
+    IndexError naming it and the value otherwise. It reads data, so the ops call it at
+    each launch (a prepare, ops/_launch.py), never on an XPU's tensors: that would
+    wait for the device."""
+    count = index.numel()
+    if count == 0:
+        return
+    if count <= 256 and index.dim() == 1:
+        # A decode step's few indices: a list costs ~0.9 us, a reduction ~2.2 us.
+        values = index.tolist()
+        lowest, highest = min(values), max(values)
+    else:
+        lowest, highest = (int(v) for v in torch.aminmax(index))
+    if highest >= high or (low is not None and lowest < low):
+        bad = highest if highest >= high else lowest
+        allowed = f"[{'-inf' if low is None else low}, {high})"
+        raise IndexError(f"{op}(): {name} holds {bad}; expected values in {allowed} ({what})")

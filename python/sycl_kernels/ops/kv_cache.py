@@ -26,6 +26,7 @@ from ..specs.kv_cache import gather_kv_spec, gather_rows, store_kv_spec
 from ._checks import (
     check_disjoint_rows,
     check_float_dtype,
+    check_index_range,
     check_same,
     check_shape,
     check_tensor,
@@ -33,7 +34,6 @@ from ._checks import (
 )
 from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
 from ._op import op
-from .rope import _check_range
 
 _FP8 = torch.float8_e4m3fn
 
@@ -190,7 +190,7 @@ def _split_streams(
 def _range_check(op: str, position: int, num_slots: int, what: str, *args: object) -> tuple:
     """The range check of a CPU slot mapping (args[position]), at each call: a launch's
     prepare (ops/_launch.py)."""
-    _check_range(op, "slot_mapping", args[position], num_slots, what, allow_negative=True)
+    check_index_range(op, "slot_mapping", args[position], num_slots, what, low=None)
     return args
 
 

@@ -41,6 +41,7 @@ from ..specs.moe import (
 from ._checks import (
     check_disjoint_rows,
     check_float_dtype,
+    check_index_range,
     check_int,
     check_number,
     check_same,
@@ -78,18 +79,6 @@ def _check_device(op_name: str, name: str, t: torch.Tensor, like_name: str, like
         )
 
 
-def _check_range(op_name: str, name: str, t: torch.Tensor, low: int, high: int, what: str) -> None:
-    """Values of a CPU tensor in [low, high): IndexError naming it otherwise."""
-    if t.numel() == 0:
-        return
-    lo, hi = (int(v) for v in torch.aminmax(t))
-    if lo < low or hi >= high:
-        bad = lo if lo < low else hi
-        raise IndexError(
-            f"{op_name}(): {name} holds {bad}; expected values in [{low}, {high}) ({what})"
-        )
-
-
 # moe_align_block_size
 
 
@@ -120,11 +109,12 @@ def _align_flags(
     (kernels/moe/align.hpp) on CPU tensors: raises, naming the argument and the value."""
     name = "moe_align_block_size"
     topk_ids, expert_map = args[0], args[3]
-    _check_range(name, "topk_ids", topk_ids, 0, num_experts, "num_experts")
+    check_index_range(name, "topk_ids", topk_ids.reshape(-1), num_experts, "num_experts")
     ids = topk_ids.reshape(-1).long()
     if expert_map is not None:
         used = expert_map[ids]
-        _check_range(name, "expert_map", used, -1, num_experts, "-1 or a local expert id")
+        what = "-1 or a local expert id"
+        check_index_range(name, "expert_map", used, num_experts, what, low=-1)
         ids = used[used >= 0].long()
     counts = torch.bincount(ids, minlength=num_experts)
     total = int(((counts + block_size - 1) // block_size).sum()) * block_size
