@@ -18,7 +18,8 @@
 // the float the stream's scale pointer holds (vLLM's convention: divide by the
 // scale), rounded to nearest even as torch's cast. Otherwise C is T, copied.
 //
-// One work-group per (token, head), kThreads work-items over the row.
+// A work-group stores rows_per_group consecutive (token, head) rows of the `rows`
+// (tokens * heads), one after another, kThreads work-items over each.
 #pragma once
 
 #include "../common/dtype.hpp"
@@ -53,8 +54,8 @@ inline void store_row(int tid, const T* src, C* cache, const float* scale, Cache
 
 template <typename T, typename C, int kWidthA, int kWidthB, int kXA, int kXB, int kThreads,
           bool kFp8>
-inline void store_kv(const int64_t* slot_mapping, int64_t num_heads, int64_t num_slots,
-                     int64_t block_size, const T* key, int64_t key_token_stride,
+inline void store_kv(const int64_t* slot_mapping, int64_t rows, int64_t rows_per_group,
+                     int64_t num_heads, int64_t num_slots, int64_t block_size, const T* key, int64_t key_token_stride,
                      int64_t key_head_stride, C* key_cache, int64_t key_cache_block_stride,
                      int64_t key_cache_page_stride, int64_t key_cache_head_stride,
                      int64_t key_cache_x_stride, const float* k_scale, const T* value,
@@ -63,24 +64,27 @@ inline void store_kv(const int64_t* slot_mapping, int64_t num_heads, int64_t num
                      int64_t value_cache_head_stride, int64_t value_cache_x_stride,
                      const float* v_scale) {
   const ::sycl::nd_item<1> item = this_nd_item();
-  const int64_t index = static_cast<int64_t>(item.get_group(0));
   const int tid = static_cast<int>(item.get_local_id(0));
-  const int64_t token = index / num_heads;
-  const int64_t head = index % num_heads;
-  const int64_t slot = slot_mapping[token];
-  if (slot < 0 || slot >= num_slots) return;  // uniform over the work-group
-  const int64_t block = slot / block_size;
-  const int64_t offset = slot % block_size;
-  store_row<T, C, kWidthA, kXA, kThreads, kFp8>(
-      tid, key, key_cache, k_scale,
-      {key_token_stride, key_head_stride, key_cache_block_stride, key_cache_page_stride,
-       key_cache_head_stride, key_cache_x_stride},
-      token, head, block, offset);
-  store_row<T, C, kWidthB, kXB, kThreads, kFp8>(
-      tid, value, value_cache, v_scale,
-      {value_token_stride, value_head_stride, value_cache_block_stride,
-       value_cache_page_stride, value_cache_head_stride, value_cache_x_stride},
-      token, head, block, offset);
+  const int64_t first = static_cast<int64_t>(item.get_group(0)) * rows_per_group;
+  const int64_t end = ::sycl::min(first + rows_per_group, rows);
+  for (int64_t index = first; index < end; ++index) {
+    const int64_t token = index / num_heads;
+    const int64_t head = index % num_heads;
+    const int64_t slot = slot_mapping[token];
+    if (slot < 0 || slot >= num_slots) continue;  // uniform over the work-group
+    const int64_t block = slot / block_size;
+    const int64_t offset = slot % block_size;
+    store_row<T, C, kWidthA, kXA, kThreads, kFp8>(
+        tid, key, key_cache, k_scale,
+        {key_token_stride, key_head_stride, key_cache_block_stride, key_cache_page_stride,
+         key_cache_head_stride, key_cache_x_stride},
+        token, head, block, offset);
+    store_row<T, C, kWidthB, kXB, kThreads, kFp8>(
+        tid, value, value_cache, v_scale,
+        {value_token_stride, value_head_stride, value_cache_block_stride,
+         value_cache_page_stride, value_cache_head_stride, value_cache_x_stride},
+        token, head, block, offset);
+  }
 }
 
 }  // namespace sycl_kernels

@@ -22,7 +22,7 @@ import torch
 
 from .. import _runtime
 from .._dtypes import DTYPES, FLOAT_DTYPE_NAMES, DType
-from ..specs.kv_cache import gather_kv_spec, gather_rows, store_kv_spec
+from ..specs.kv_cache import gather_kv_spec, gather_rows, store_kv_spec, store_rows_per_group
 from ._checks import (
     check_disjoint_rows,
     check_float_dtype,
@@ -221,11 +221,15 @@ def _bind(
             f"{prefix}_cache_head_stride": s.cache_head_stride,
             f"{prefix}_cache_x_stride": s.x_stride,
         }
+    rows = plan.tokens * plan.num_heads
+    per_group = store_rows_per_group(tuned_for)
     return bind_kernel(
         spec,
         like,
-        plan.tokens * plan.num_heads,
+        -(-rows // per_group),
         prepare=prepare,
+        rows=rows,
+        rows_per_group=per_group,
         num_heads=plan.num_heads,
         num_slots=plan.num_slots,
         block_size=plan.block_size,

@@ -68,6 +68,8 @@ def store_kv_spec(
         ),
         params=(
             Param("slot_mapping", "const int64_t*"),
+            Param("rows", "int64_t"),
+            Param("rows_per_group", "int64_t"),
             Param("num_heads", "int64_t"),
             Param("num_slots", "int64_t"),
             Param("block_size", "int64_t"),
@@ -127,3 +129,11 @@ def gather_kv_spec(
         ),
         group_size=threads,
     )
+
+
+def store_rows_per_group(tuned_for: str) -> int:
+    """(token, head) rows a work-group stores one after another: cpu 128 (a work-group
+    costs about a row's copy to start; 16 tokens of 8 heads are then one work-group,
+    which the launch waits on by polling: 1.2x faster at 16 tokens, 1.25x at 4096
+    than a work-group a row), gpu 1."""
+    return 128 if tuned_for == "cpu" else 1
