@@ -1,4 +1,5 @@
-// kernels/moe/routing.hpp: MoE routing, the top-k experts of each token, one sub-group per token.
+// kernels/moe/routing.hpp: MoE routing, the top-k experts of each token, one sub-group per token
+// (a work-group's sub-groups take consecutive tokens).
 //
 // A token's kExperts router logits are read into the registers of one sub-group of
 // kLanes work-items (expert e at lane e % kLanes, slot e / kLanes) and turned into
@@ -77,9 +78,10 @@ inline uint64_t sub_group_best(const G& sg, uint64_t rank) {
 
 template <typename T, typename B, int kExperts, int kTopk, int kScoring, int kGroups,
           int kTopkGroup, bool kGroupTop2>
-inline void moe_topk(const T* gating_output, int64_t gating_stride, const B* correction_bias,
-                     int32_t renormalize, float routed_scaling_factor, float* topk_weights,
-                     int64_t weights_stride, int32_t* topk_ids, int64_t ids_stride) {
+inline void moe_topk(const T* gating_output, int64_t tokens, int64_t gating_stride,
+                     const B* correction_bias, int32_t renormalize,
+                     float routed_scaling_factor, float* topk_weights, int64_t weights_stride,
+                     int32_t* topk_ids, int64_t ids_stride) {
   constexpr int kPer = (kExperts + kRouteLanes - 1) / kRouteLanes;
   constexpr int kGroupSize = kExperts / kGroups;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -88,7 +90,10 @@ inline void moe_topk(const T* gating_output, int64_t gating_stride, const B* cor
   const auto item = this_nd_item();
   const auto sg = item.get_sub_group();
   const int lane = static_cast<int>(sg.get_local_linear_id());
-  const int64_t token = item.get_group(0);
+  // A work-group's sub-groups take consecutive tokens; the last group's spare ones none.
+  const int64_t token = static_cast<int64_t>(item.get_group(0)) * sg.get_group_linear_range() +
+                        sg.get_group_linear_id();
+  if (token >= tokens) return;
   const T* row = gating_output + token * gating_stride;
 
   float score[kPer];

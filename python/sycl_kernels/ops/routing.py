@@ -26,7 +26,15 @@ from typing import NamedTuple
 import torch
 
 from .._dtypes import DType
-from ..specs.routing import GROUP_SCORINGS, SCORINGS, moe_topk_spec
+from ..specs.routing import (
+    GROUP_SCORINGS,
+    MAX_EXPERTS,
+    MAX_GROUPS,
+    MAX_TOPK,
+    ROUTE_TOKENS,
+    SCORINGS,
+    moe_topk_spec,
+)
 from ._checks import (
     check_bool,
     check_disjoint_rows,
@@ -40,12 +48,6 @@ from ._checks import (
 )
 from ._launch import KernelBinding, Launch, bind_kernel, skip
 from ._op import op
-
-# The largest expert count and top-k the kernel is compiled for.
-MAX_EXPERTS = 1024
-MAX_TOPK = 32
-# Groups are kept in a 32-bit mask.
-MAX_GROUPS = 32
 
 
 class Plan(NamedTuple):
@@ -115,7 +117,8 @@ def _bind(
     return bind_kernel(
         spec,
         gating_output,
-        plan.tokens,
+        -(-plan.tokens // ROUTE_TOKENS),
+        tokens=plan.tokens,
         gating_stride=plan.gating_stride,
         renormalize=int(renormalize),
         routed_scaling_factor=float(routed_scaling_factor),

@@ -10,12 +10,21 @@ from .variants import manifest_op
 
 # A token's work-items: one sub-group (kernels/moe/routing.hpp kRouteLanes).
 ROUTE_LANES = 16
+# Tokens a work-group: 16 sub-groups, 256 work-items (a GPU's usual work-group; on the
+# CPU device up to 16 tokens are one work-group, which the launch waits on by polling).
+ROUTE_TOKENS = 16
 
 # The scoring functions, by name, as the kernel's kScoring numbers them.
 SCORINGS = {"softmax": 0, "sigmoid": 1, "none": 2}
 
 # The group scores: a group's best key, or the sum of its two best.
 GROUP_SCORINGS = ("max", "top2_sum")
+
+# The largest expert count and top-k the kernel is compiled for.
+MAX_EXPERTS = 1024
+MAX_TOPK = 32
+# Groups are kept in a 32-bit mask (kernels/moe/routing.hpp).
+MAX_GROUPS = 32
 
 
 @functools.cache
@@ -58,6 +67,7 @@ def moe_topk_spec(
         ),
         params=(
             Param("gating_output", f"const {dtype.cpp_type}*"),
+            Param("tokens", "int64_t"),
             Param("gating_stride", "int64_t"),
             Param("correction_bias", f"const {bias_dtype.cpp_type}*"),
             Param("renormalize", "int32_t"),
@@ -67,7 +77,7 @@ def moe_topk_spec(
             Param("topk_ids", "int32_t*"),
             Param("ids_stride", "int64_t"),
         ),
-        group_size=ROUTE_LANES,
+        group_size=ROUTE_LANES * ROUTE_TOKENS,
         sub_group_size=ROUTE_LANES,
     )
 
