@@ -61,7 +61,7 @@ MODEL_TYPES = [
     "granite",
     "olmo2",
 ]
-KERNELS = ("rmsnorm", "gemma_rmsnorm", "act_and_mul", "apply_rope")
+KERNELS = ("rmsnorm", "gemma_rmsnorm", "act_and_mul", "apply_rope", "moe_topk")
 
 
 def tiny_model(model_type: str, dtype: torch.dtype = torch.float32, **config) -> nn.Module:
@@ -131,6 +131,10 @@ def test_patched_model_matches_hugging_face(
     layer_steps = 2 * (1 + 8)
     assert kernel_calls["apply_rope"] == kernel_calls["act_and_mul"] == layer_steps
     assert kernel_calls[norm_op] >= 2 * layer_steps
+    # MoE families: their routers too, once a layer and step.
+    routers = layer_steps if patcher.family(model_type).router else 0
+    assert kernel_calls["moe_topk"] == routers
+    assert sum(": moe_topk softmax" in line for line in report) == routers // (1 + 8)
 
     assert patcher.family(model_type).module.apply_rotary_pos_emb is rope
     assert torch.equal(_logits(model, ids), logits)

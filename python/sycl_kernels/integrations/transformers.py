@@ -16,12 +16,17 @@ What runs on the kernels:
   MoE experts: their `_apply_gate`) -> `act_and_mul` for SiLU, GELU and GELU-tanh.
 - The family's `apply_rotary_pos_emb(q, k, cos, sin)` -> `apply_rope` on copies of q
   and k (Hugging Face's function is out of place), partial rotary included.
+- MoE routers (Mixtral's and Qwen3-MoE's `TopKRouter`: softmax, top-k, renormalized)
+  -> `moe_topk`, the router's linear layer left as it is. Ties between equal scores
+  go to the lower expert index (torch.topk does not say which it takes).
 
 Every swapped forward checks its inputs per call and runs Hugging Face's own code
 where the kernel would not compute what it computes: devices other than CPU and
 XPU, other dtypes, a Llama-style norm whose weight dtype differs from the input's
-(HF returns the weight's dtype), and the rotary function when q or k needs a
-gradient (apply_rope is in place; the norms and act_and_mul have gradients).
+(HF returns the weight's dtype), the rotary function when q or k needs a
+gradient (apply_rope is in place; the norms and act_and_mul have gradients), and the
+router when its logits need one (moe_topk has none) or it has more than 1024 experts
+or 32 picks.
 
 How: `patch(model)` sets `forward` (experts: `_apply_gate`) on each module instance
 to a `functools.partial` of a function of this module, so the model deep-copies
@@ -53,11 +58,13 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from transformers.activations import GELUActivation, GELUTanh, NewGELUActivation, SiLUActivation
 from transformers.integrations.moe import _default_apply_gate
 
 from .. import ops
 from ..specs.model_variants import MODEL_FAMILIES, ModelFamily, NormStyle
+from ..specs.routing import MAX_EXPERTS, MAX_TOPK
 
 _KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -167,9 +174,41 @@ def _experts_apply_gate(self: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
     return ops.act_and_mul(gate, up, activation)
 
 
+def _router(
+    self: nn.Module, hidden_states: torch.Tensor, renormalize: bool, float32_weights: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+    logits = F.linear(hidden_states, self.weight)
+    if (
+        not _kernel_takes(logits)
+        or logits.requires_grad
+        or self.num_experts > MAX_EXPERTS
+        or self.top_k > min(MAX_TOPK, self.num_experts)
+    ):
+        return _hf(self)(self, hidden_states)
+    weights, ids = ops.moe_topk(logits, self.top_k, renormalize=renormalize)
+    return logits, weights if float32_weights else weights.to(logits.dtype), ids.long()
+
+
+def _mixtral_router_forward(self: nn.Module, hidden_states: torch.Tensor) -> tuple:
+    return _router(self, hidden_states, renormalize=True, float32_weights=True)
+
+
+def _qwen_router_forward(self: nn.Module, hidden_states: torch.Tensor) -> tuple:
+    return _router(self, hidden_states, self.norm_topk_prob, float32_weights=False)
+
+
+_ROUTER_FORWARDS = {"mixtral": _mixtral_router_forward, "qwen": _qwen_router_forward}
+
 # What patch() sets on instances (unpatch() removes exactly these).
 _INSTANCE_FUNCTIONS = frozenset(
-    {*_NORM_FORWARDS.values(), _mlp_forward, _fused_mlp_forward, _experts_apply_gate}
+    {
+        *_NORM_FORWARDS.values(),
+        *_ROUTER_FORWARDS.values(),
+        _mlp_forward,
+        _fused_mlp_forward,
+        _experts_apply_gate,
+    }
 )
 
 _ROPE_LAYOUTS = {1: "HND", 2: "NHD"}  # unsqueeze_dim -> where the heads are
@@ -332,6 +371,13 @@ def _patch_experts(path: str, module: nn.Module) -> str:
     )
 
 
+def _patch_router(fam: ModelFamily, path: str, module: nn.Module) -> str:
+    assert fam.router is not None
+    if not _set_instance(module, "forward", _ROUTER_FORWARDS[fam.router]):
+        return f"{path}: {_OWN_FORWARD.format('forward')}"
+    return f"{path}: moe_topk softmax ({type(module).__name__})"
+
+
 def patch(model: nn.Module) -> list[str]:
     """Swaps the kernels into an already-built model; returns what it did, one line each.
 
@@ -346,6 +392,7 @@ def patch(model: nn.Module) -> list[str]:
         norm_cls = fam.cls("RMSNorm")
         mlp_cls = fam.cls("MLP") if fam.mlp else None
         experts_cls = fam.cls("Experts") if fam.experts else None
+        router_cls = fam.cls("TopKRouter") if fam.router else None
         dtype = getattr(model, "dtype", torch.float32)
         report = []
         for path, module in model.named_modules():
@@ -355,6 +402,8 @@ def patch(model: nn.Module) -> list[str]:
                 report.append(_patch_mlp(fam, path, module))
             elif type(module) is experts_cls:
                 report.append(_patch_experts(path, module))
+            elif type(module) is router_cls:
+                report.append(_patch_router(fam, path, module))
         rope = _acquire_rope(fam)
         report += [
             f"{rope}: apply_rope (module-level: any {fam.name} model uses it now)",
@@ -410,6 +459,9 @@ def patch_class(model_type: str) -> list[str]:
             experts = fam.cls("Experts")
             if experts.__dict__.get("_apply_gate") is _default_apply_gate:
                 _set_class(experts, "_apply_gate", _experts_apply_gate, report, "act_and_mul")
+        if fam.router:
+            router = _ROUTER_FORWARDS[fam.router]
+            _set_class(fam.cls("TopKRouter"), "forward", router, report, "moe_topk")
         report.append(f"{_acquire_rope(fam)}: apply_rope")
         _CLASS_PATCHED[fam.name] = report
         return list(report)

@@ -18,6 +18,7 @@ from .._dtypes import DTYPES, DType
 from .activation import act_and_mul_spec
 from .norm import rmsnorm_spec
 from .rope import rope_spec
+from .routing import MAX_EXPERTS, MAX_TOPK, moe_topk_spec
 from .spec import KernelSpec
 
 # The norm formulas: "llama" = weight * round(x_normed) (two roundings, in the
@@ -33,13 +34,17 @@ class ModelFamily:
     name: str
     """Its modeling module: transformers.models.<name>.modeling_<name>."""
     prefix: str
-    """Class-name prefix: <prefix>RMSNorm, <prefix>MLP, <prefix>Experts."""
+    """Class-name prefix: <prefix>RMSNorm, <prefix>MLP, <prefix>Experts, <prefix>TopKRouter."""
     norm: NormStyle = "llama"
     """The RMSNorm's formula; "gemma" runs gemma_rmsnorm, the others rmsnorm."""
     mlp: Literal["split", "fused"] | None = "split"
     """gate_proj and up_proj, one gate_up_proj (Phi-3), or no dense MLP class (Mixtral)."""
     experts: bool = False
     """MoE experts call act_and_mul at moe_intermediate_size (else intermediate_size)."""
+    router: Literal["mixtral", "qwen"] | None = None
+    """The MoE router, <prefix>TopKRouter, on moe_topk (softmax, top-k, renormalized):
+    always, with float32 weights (Mixtral), or per norm_topk_prob, with weights in the
+    logits' dtype (Qwen-MoE)."""
     qk_norm: Literal["head", "all_heads"] | None = None
     """Per-head q/k norms at head_dim (Qwen3, Gemma 3), or over all heads at once (OLMo 2)."""
     activation_key: str = "hidden_act"
@@ -54,7 +59,7 @@ class ModelFamily:
         return importlib.import_module(f"transformers.models.{self.name}.modeling_{self.name}")
 
     def cls(self, suffix: str) -> type:
-        """The modeling module's class <prefix><suffix>: RMSNorm, MLP or Experts."""
+        """The modeling module's class <prefix><suffix>: RMSNorm, MLP, Experts or TopKRouter."""
         return getattr(self.module, self.prefix + suffix)
 
 
@@ -71,10 +76,12 @@ _GEMMA3 = ModelFamily(
 MODEL_FAMILIES: dict[str, ModelFamily] = {
     "llama": ModelFamily("llama", "Llama"),
     "mistral": ModelFamily("mistral", "Mistral"),
-    "mixtral": ModelFamily("mixtral", "Mixtral", mlp=None, experts=True),
+    "mixtral": ModelFamily("mixtral", "Mixtral", mlp=None, experts=True, router="mixtral"),
     "qwen2": ModelFamily("qwen2", "Qwen2"),
     "qwen3": ModelFamily("qwen3", "Qwen3", qk_norm="head"),
-    "qwen3_moe": ModelFamily("qwen3_moe", "Qwen3Moe", experts=True, qk_norm="head"),
+    "qwen3_moe": ModelFamily(
+        "qwen3_moe", "Qwen3Moe", experts=True, qk_norm="head", router="qwen"
+    ),
     # GemmaMLP reads hidden_act; Gemma 2 and 3 read hidden_activation.
     "gemma": ModelFamily("gemma", "Gemma", norm="gemma", default_activation="gelu_pytorch_tanh"),
     "gemma2": ModelFamily(
@@ -188,6 +195,12 @@ def model_specs(config: dict, dtype: DType, tuned_for: str) -> list[KernelSpec]:
         if family.mlp is not None and (not family.experts or _has_dense_layers(text)):
             mlp_widths.append(_int(text, "intermediate_size"))
         specs += [act_and_mul_spec(activation, dtype, d, tuned_for) for d in mlp_widths]
+
+    if family.router is not None:
+        experts = _int(text, "num_local_experts", "num_experts")
+        topk = _int(text, "num_experts_per_tok")
+        if experts <= MAX_EXPERTS and topk <= MAX_TOPK:
+            specs.append(moe_topk_spec(dtype, dtype, experts, topk, "softmax"))
 
     # The rotary replacement: NeoX style, int64 positions from torch.arange, cos/sin
     # as HF's rotary embedding returns them, no KV store; an odd width runs HF's code.
