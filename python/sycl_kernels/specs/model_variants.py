@@ -79,9 +79,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "mixtral": ModelFamily("mixtral", "Mixtral", mlp=None, experts=True, router="mixtral"),
     "qwen2": ModelFamily("qwen2", "Qwen2"),
     "qwen3": ModelFamily("qwen3", "Qwen3", qk_norm="head"),
-    "qwen3_moe": ModelFamily(
-        "qwen3_moe", "Qwen3Moe", experts=True, qk_norm="head", router="qwen"
-    ),
+    "qwen3_moe": ModelFamily("qwen3_moe", "Qwen3Moe", experts=True, qk_norm="head", router="qwen"),
     # GemmaMLP reads hidden_act; Gemma 2 and 3 read hidden_activation.
     "gemma": ModelFamily("gemma", "Gemma", norm="gemma", default_activation="gelu_pytorch_tanh"),
     "gemma2": ModelFamily(
@@ -196,11 +194,12 @@ def model_specs(config: dict, dtype: DType, tuned_for: str) -> list[KernelSpec]:
             mlp_widths.append(_int(text, "intermediate_size"))
         specs += [act_and_mul_spec(activation, dtype, d, tuned_for) for d in mlp_widths]
 
-    if family.router is not None:
-        experts = _int(text, "num_local_experts", "num_experts")
-        topk = _int(text, "num_experts_per_tok")
-        if experts <= MAX_EXPERTS and topk <= MAX_TOPK:
-            specs.append(moe_topk_spec(dtype, dtype, experts, topk, "softmax"))
+    # The router's, where config.json gives its sizes (else it compiles on first use).
+    experts = text.get("num_local_experts", text.get("num_experts"))
+    topk = text.get("num_experts_per_tok")
+    sized = isinstance(experts, int) and isinstance(topk, int)
+    if family.router is not None and sized and 0 < topk <= min(experts, MAX_TOPK, MAX_EXPERTS):
+        specs.append(moe_topk_spec(dtype, dtype, experts, topk, "softmax"))
 
     # The rotary replacement: NeoX style, int64 positions from torch.arange, cos/sin
     # as HF's rotary embedding returns them, no KV store; an odd width runs HF's code.
