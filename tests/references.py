@@ -393,3 +393,131 @@ def moe_sum(x, topk_ids=None, expert_map=None, scale=1.0):
         if expert_map is not None:
             active &= expert_map.long()[topk_ids.long().clamp(min=0)] >= 0
     return (x.double() * active[..., None]).sum(1) * scale
+
+
+def _per_row(value, rows: int, dtype: torch.dtype) -> torch.Tensor | None:
+    """A sampling filter's parameter as a [rows] tensor (None: off)."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype)
+    return torch.full((rows,), value, dtype=dtype)
+
+
+def _top_k_mask(p: torch.Tensor, kept: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """kept entries >= the k-th largest kept one (all of them when fewer than k)."""
+    values = torch.where(kept, p, -1.0).sort(-1, descending=True).values
+    kth = values.gather(1, (k.clamp(1, p.shape[1]) - 1)[:, None])
+    return kept & (p >= kth.clamp(min=0.0))
+
+
+def _top_p_mask(p: torch.Tensor, kept: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """kept entries >= the largest t with mass(kept >= t) >= top_p * mass(kept)."""
+    values = torch.where(kept, p, 0.0).sort(-1, descending=True).values
+    mass = values.cumsum(-1)
+    target = top_p[:, None] * mass[:, -1:]
+    first = (mass < target).sum(-1, keepdim=True).clamp(max=p.shape[1] - 1)
+    return kept & (p >= values.gather(1, first))
+
+
+def sampling_mask(probs, top_k=None, top_p=None, min_p=None, joint=False) -> torch.Tensor:
+    """Sort-based, float64: which entries of each row of probs top-k, top-p (joint, or
+    top-k first) and then min-p keep (sycl_kernels.ops.sampling's module doc). Scalars
+    or [rows] tensors; None: off. Entries not positive and finite are never kept."""
+    p = probs.double()
+    rows = p.shape[0]
+    support = torch.isfinite(p) & (p > 0)
+    p = torch.where(support, p, 0.0)
+    k, tp, mp = (
+        _per_row(top_k, rows, torch.int64),
+        _per_row(top_p, rows, torch.float64),
+        _per_row(min_p, rows, torch.float64),
+    )
+    kept = support
+    if k is not None:
+        kept = _top_k_mask(p, support, k)
+    if tp is not None:
+        kept = _top_p_mask(p, support if joint else kept, tp) & kept
+    if mp is not None:
+        kept &= p >= (mp.float() * p.max(-1).values.float()).double()[:, None]
+    return kept
+
+
+def renormalized(probs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """float64 probs kept where mask, divided by their sum (zeros for a row keeping none)."""
+    kept = torch.where(mask, probs.double(), 0.0)
+    total = kept.sum(-1, keepdim=True)
+    return torch.where(total > 0, kept / total.clamp(min=1e-300), 0.0)
+
+
+def philox4x32_10(counter: tuple[int, ...], key: tuple[int, int]) -> tuple[int, ...]:
+    """Philox 4x32-10 (Random123's philox4x32_10) in Python integers."""
+    c, (k0, k1) = list(counter), key
+    mask = 0xFFFFFFFF
+    for round_ in range(10):
+        if round_:
+            k0, k1 = (k0 + 0x9E3779B9) & mask, (k1 + 0xBB67AE85) & mask
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k0, p1 & mask, (p0 >> 32) ^ c[3] ^ k1, p0 & mask]
+    return tuple(c)
+
+
+def philox_uniform(seed: int, offset: int, subsequence: int) -> float:
+    """sample_from_probs' uniform of one output row: the top 24 bits of Philox's first
+    word for counter (offset, subsequence) under key seed, all 64-bit."""
+    mask = 0xFFFFFFFF
+    seed, offset = seed & (2**64 - 1), offset & (2**64 - 1)
+    counter = (offset & mask, offset >> 32, subsequence & mask, subsequence >> 32)
+    return (philox4x32_10(counter, (seed & mask, seed >> 32))[0] >> 8) * 2.0**-24
+
+
+def penalties(
+    logits: torch.Tensor,
+    prompt_mask: torch.Tensor | None,
+    output_counts: torch.Tensor | None,
+    repetition: torch.Tensor,
+    frequency: torch.Tensor,
+    presence: torch.Tensor,
+) -> torch.Tensor:
+    """vLLM's penalties (vllm/model_executor/layers/utils.py apply_penalties with the torch
+    form of apply_repetition_penalties_) in float32, rounded to logits' dtype once:
+    penalties [batch] (float32); output_counts a count tensor (a bool mask counts 0/1)."""
+    x = logits.float()
+    counts = torch.zeros_like(x) if output_counts is None else output_counts.float()
+    seen = counts > 0
+    if prompt_mask is not None:
+        seen = seen | prompt_mask
+    rep = repetition.float().unsqueeze(1).repeat(1, x.shape[1])
+    rep[~seen] = 1.0
+    x = torch.where(x > 0, x / rep, x * rep)
+    if output_counts is not None:
+        x = x - frequency.float().unsqueeze(1) * counts
+        x = x - presence.float().unsqueeze(1) * (counts > 0)
+    return x.to(logits.dtype)
+
+
+def repetition_penalty_by_ids(
+    logits: torch.Tensor, input_ids: torch.Tensor, penalty: torch.Tensor
+) -> torch.Tensor:
+    """Hugging Face's RepetitionPenaltyLogitsProcessor (gather, penalize, scatter) in
+    float32, rounded to logits' dtype; ids outside [0, vocab) dropped (HF drops ids >=
+    vocab, and raises for negative ones); penalty [batch]."""
+    vocab = logits.shape[1]
+    x = torch.nn.functional.pad(logits.float(), (0, 1))
+    ids = torch.where((input_ids < 0) | (input_ids >= vocab), vocab, input_ids).long()
+    score = torch.gather(x, 1, ids)
+    p = penalty.float().unsqueeze(1)
+    score = torch.where(score < 0, score * p, score / p)
+    return x.scatter(1, ids, score)[:, :vocab].to(logits.dtype)
+
+
+def top_k_mask(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's TopKLogitsWarper per row (scores < topk(scores, k).values[-1] set to
+    -inf), a k below 1 or at least vocab keeping the row."""
+    rows = []
+    for row, k in zip(logits, top_k.tolist(), strict=True):
+        if 1 <= k < row.numel():
+            kth = torch.topk(row.float(), k).values[-1]
+            row = row.masked_fill(row.float() < kth, -math.inf)
+        rows.append(row)
+    return torch.stack(rows)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,11 +76,13 @@ def tiny_model(model_type: str, dtype: torch.dtype = torch.float32, **config) ->
     return model
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[collections.Counter]:
-    """Counts the patched code's kernel calls (it looks them up on sycl_kernels.ops)."""
+def count_kernel_calls(
+    monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]
+) -> collections.Counter:
+    """Counts the calls of these ops by the patched code (it looks them up on
+    sycl_kernels.ops at call time, so a fallback to Hugging Face's code counts none)."""
     calls: collections.Counter = collections.Counter()
-    for name in KERNELS:
+    for name in names:
         kernel = getattr(ops, name)
 
         def counted(*args, _kernel=kernel, _name=name, **kwargs):
@@ -89,7 +90,12 @@ def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[collections.Counte
             return _kernel(*args, **kwargs)
 
         monkeypatch.setattr(ops, name, counted)
-    yield calls
+    return calls
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> collections.Counter:
+    return count_kernel_calls(monkeypatch, KERNELS)
 
 
 def _logits(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:

@@ -269,6 +269,9 @@ def _empty(case: OpCase) -> dict[str, object]:
     args = case.make_args()
     token_args = {"x", "out", "scales", "residual", "q", "k", "v", "positions", "out_loc", "t"}
     token_args |= {"gate", "up", "topk_ids", "gating_output"}
+    token_args |= {"probs", "top_k_per_row", "top_p_per_row", "min_p_per_row"}
+    token_args |= {"logits", "prompt_mask", "output_counts", "input_ids"}
+    token_args |= {f"{kind}_penalties" for kind in ("repetition", "frequency", "presence")}
     return {k: v[:0] if k in token_args else v for k, v in args.items()}
 
 

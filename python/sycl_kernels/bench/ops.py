@@ -27,7 +27,7 @@ from .. import _runtime, jit, ops
 from .._dtypes import BY_NAME, DTYPES
 from ..ops import norm as norm_ops
 from ..specs.norm import rmsnorm_spec
-from . import cases, moe, quant  # noqa: F401  (register the ops' cases)
+from . import cases, moe, penalties, quant, sampling  # noqa: F401  (register the ops' cases)
 from .registry import BENCH_OPS, Case
 from .timing import alternating_median_seconds, median_seconds
 

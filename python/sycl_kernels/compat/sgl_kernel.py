@@ -159,12 +159,38 @@ taken here:
   ``scoring_func`` "sigmoid" only (its "sqrtsoftplus" raises NotImplementedError).
 - Taken here where sgl refuses: input with any strides but a unit last one (sgl:
   contiguous), float32 input to the per-tensor and per-token ops.
+- Sampling (read against sgl-kernel-xpu 9cf16bf9 python/sgl_kernel/sampling.py, which
+  follows flashinfer): ``top_k_renorm_probs``, ``top_p_renorm_probs`` (and the aliases
+  ``top_k_renorm_prob``, ``top_p_renorm_prob``), ``top_p_sampling_from_probs``,
+  ``top_k_top_p_sampling_from_probs`` and ``min_p_sampling_from_probs`` run
+  ``ops.top_k_renorm_probs``, ``ops.top_p_renorm_probs`` and ``ops.sample_from_probs``
+  (their module doc has the semantics: ties at the top-k / top-p boundary all kept,
+  NaN / Inf / negative entries counted as 0, a row without support renormalized to
+  zeros and sampled as 0). probs of any float dtype is converted to float32 (sgl's
+  ``probs.float()``); samples are int32, one per row of probs or of ``indices``
+  (sgl's ``top_p_sampling_from_probs`` sizes them by probs' rows even with
+  indices). top_k / top_p / min_p: a number for every row or a per-row tensor
+  (top_k converted to int64 unless int32 or int64, the others to float32).
+  top_p is a fraction of each row's own mass (of its top-k mass with
+  "top_k_first"), where sgl's kernels compare it with the mass itself (the same for
+  rows summing to one). Refused where sgl accepts: per-row values out of range on
+  CPU (top_k < 1, top_p outside (0, 1], min_p outside [0, 1]; ValueError), a scalar
+  min_p outside [0, 1]; taken where sgl refuses: a scalar top_k above the vocabulary
+  ("joint") keeps every entry. ``filter_apply_order`` other than "top_k_first" and
+  "joint" raises sgl's ValueError; ``check_nan`` raises sgl's ``ValueError("Input
+  probs contains NaN.")`` (a host synchronization, as sgl). ``deterministic`` is
+  accepted and has no effect: every result here is deterministic (sgl: its
+  deterministic prefix sum). ``generator``: a (seed, offset) pair is drawn from it
+  (advancing it) for the Philox stream; None draws from the default generator of
+  probs' device, so ``torch.manual_seed`` reproduces the samples (sgl: its XPU
+  generator's Philox state, so the numbers differ from sgl's).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -182,6 +208,7 @@ __all__ = [
     "gelu_tanh_and_mul",
     "gemma_fused_add_rmsnorm",
     "gemma_rmsnorm",
+    "min_p_sampling_from_probs",
     "moe_align_block_size",
     "moe_fused_gate",
     "moe_sum",
@@ -196,6 +223,12 @@ __all__ = [
     "sgl_per_token_quant_fp8",
     "silu_and_mul",
     "store_cache_xpu",
+    "top_k_renorm_prob",
+    "top_k_renorm_probs",
+    "top_k_top_p_sampling_from_probs",
+    "top_p_renorm_prob",
+    "top_p_renorm_probs",
+    "top_p_sampling_from_probs",
     "topk_sigmoid",
     "topk_softmax",
 ]
@@ -905,3 +938,112 @@ def biased_topk(
         float(routed_scaling_factor),
         apply_routed_scaling_factor_on_output,
     )
+
+
+def _per_row_int(t: torch.Tensor) -> torch.Tensor:
+    """A per-row top_k as the core op takes it: int32 or int64 (sgl: ``.long()``/``.int()``)."""
+    return t if t.dtype in (torch.int32, torch.int64) else t.long()
+
+
+def _check_nan(probs: torch.Tensor) -> None:
+    if torch.any(torch.isnan(probs)):
+        raise ValueError("Input probs contains NaN.")
+
+
+def _seed(generator: torch.Generator | None, probs: torch.Tensor) -> torch.Tensor | None:
+    """The core op's seed pair: drawn from `generator`, or None (the default generator
+    of probs' device, drawn by the op)."""
+    return None if generator is None else ops.sampling.philox_seed(generator, probs.device)
+
+
+def top_k_renorm_probs(probs: torch.Tensor, top_k: torch.Tensor | int) -> torch.Tensor:
+    """sgl_kernel's ``top_k_renorm_probs``: each row kept to its top_k largest entries
+    (ties with the k-th all kept) and renormalized, float32 (module doc)."""
+    probs = probs.float()
+    if isinstance(top_k, torch.Tensor):
+        return ops.top_k_renorm_probs(probs, top_k_per_row=_per_row_int(top_k))
+    return ops.top_k_renorm_probs(probs, top_k)
+
+
+def top_p_renorm_probs(probs: torch.Tensor, top_p: torch.Tensor | float) -> torch.Tensor:
+    """sgl_kernel's ``top_p_renorm_probs``: each row kept to its top-p nucleus and
+    renormalized, float32 (module doc)."""
+    probs = probs.float()
+    if isinstance(top_p, torch.Tensor):
+        return ops.top_p_renorm_probs(probs, top_p_per_row=top_p.float())
+    return ops.top_p_renorm_probs(probs, top_p)
+
+
+top_k_renorm_prob = top_k_renorm_probs
+top_p_renorm_prob = top_p_renorm_probs
+
+
+def _filter(name: str, value: torch.Tensor | float | int, per_row: Callable) -> dict:
+    """A sampling filter as the core op's keyword arguments."""
+    if isinstance(value, torch.Tensor):
+        return {f"{name}_per_row": per_row(value)}
+    return {name: value}
+
+
+def _sample(
+    probs: torch.Tensor,
+    indices: torch.Tensor | None,
+    generator: torch.Generator | None,
+    check_nan: bool,
+    **filters: object,
+) -> torch.Tensor:
+    if check_nan:
+        _check_nan(probs)
+    probs = probs.float()
+    return ops.sample_from_probs(probs, indices=indices, seed=_seed(generator, probs), **filters)
+
+
+def top_p_sampling_from_probs(
+    probs: torch.Tensor,
+    top_p: torch.Tensor | float,
+    indices: torch.Tensor | None = None,
+    deterministic: bool = True,
+    generator: torch.Generator | None = None,
+    check_nan: bool = False,
+) -> torch.Tensor:
+    """sgl_kernel's ``top_p_sampling_from_probs``: int32 samples, one per row of probs
+    (of indices, when given), from each row's top-p nucleus (module doc)."""
+    top_p_filter = _filter("top_p", top_p, lambda t: t.float())
+    return _sample(probs, indices, generator, check_nan, **top_p_filter)
+
+
+def top_k_top_p_sampling_from_probs(
+    probs: torch.Tensor,
+    top_k: torch.Tensor | int,
+    top_p: torch.Tensor | float,
+    indices: torch.Tensor | None = None,
+    filter_apply_order: str = "top_k_first",
+    deterministic: bool = True,
+    generator: torch.Generator | None = None,
+    check_nan: bool = False,
+) -> torch.Tensor:
+    """sgl_kernel's ``top_k_top_p_sampling_from_probs``: int32 samples from each row's
+    top-k and top-p entries, top-p over the top-k mass ("top_k_first") or both on
+    the whole row ("joint") (module doc)."""
+    if filter_apply_order not in ("top_k_first", "joint"):
+        raise ValueError(f"Invalid filter_apply_order: {filter_apply_order}")
+    filters = {
+        **_filter("top_k", top_k, _per_row_int),
+        **_filter("top_p", top_p, lambda t: t.float()),
+    }
+    joint = filter_apply_order == "joint"
+    return _sample(probs, indices, generator, check_nan, joint=joint, **filters)
+
+
+def min_p_sampling_from_probs(
+    probs: torch.Tensor,
+    min_p: torch.Tensor | float,
+    indices: torch.Tensor | None = None,
+    deterministic: bool = True,
+    generator: torch.Generator | None = None,
+    check_nan: bool = False,
+) -> torch.Tensor:
+    """sgl_kernel's ``min_p_sampling_from_probs``: int32 samples from each row's
+    entries of at least min_p times its largest (module doc)."""
+    min_p_filter = _filter("min_p", min_p, lambda t: t.float())
+    return _sample(probs, indices, generator, check_nan, **min_p_filter)

@@ -197,6 +197,13 @@ read two ways, and the reading taken here:
   weights 1 / topk) does not happen here: the best groups are taken anyway.
   Taken here where vLLM refuses: any number of experts up to 1024, non-power-of-two
   ones without a workspace, n_group up to 32 with any group size.
+- ``apply_repetition_penalties_`` (vLLM's ``_custom_ops``; vllm-xpu-kernels 4543b580
+  has none): runs ``apply_penalties`` with the two masks. Where ``prompt_mask |
+  output_mask``, a logit is divided by the row's penalty if positive, multiplied by
+  it otherwise, in float32 and rounded once: bit for bit vLLM's CUDA kernel and its
+  torch form (one operation). ``repetition_penalties`` may be float32 as well as
+  logits' dtype (vLLM's kernel reads it as logits' dtype), any stride; logits any
+  row stride (vLLM: contiguous), masks any row stride.
 - Not provided: float8_e5m2 outputs (vLLM's fp8 kernels also write them; TypeError
   here): the core ops quantize to float8_e4m3fn and int8 only.
 """
@@ -210,6 +217,7 @@ from ..ops.quant import DEFAULT_SCALE_MIN
 from ._heads import split_heads
 
 __all__ = [
+    "apply_repetition_penalties_",
     "concat_and_cache_mla",
     "dynamic_per_token_scaled_fp8_quant",
     "dynamic_scaled_fp8_quant",
@@ -1057,4 +1065,18 @@ def grouped_topk(
         topk_group=topk_group,
         group_scoring="top2_sum",
         routed_scaling_factor=float(routed_scaling_factor),
+    )
+
+
+def apply_repetition_penalties_(
+    logits: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    output_mask: torch.Tensor,
+    repetition_penalties: torch.Tensor,
+) -> None:
+    """vLLM's ``apply_repetition_penalties_``, in place on logits [num_seqs, vocab]: where
+    ``prompt_mask | output_mask`` (bool, logits' shape), logits divided by the row's
+    penalty if positive, else multiplied by it (module doc)."""
+    ops.apply_penalties(
+        logits, prompt_mask, None, output_mask, repetition_penalties=repetition_penalties
     )

@@ -41,6 +41,31 @@ one model of the family is patched (counted per model and per `patch_class`), so
 unpatched model of the same family uses it too in that time; the last `unpatch`
 puts Hugging Face's function object back.
 
+Generation: `patch_generation(model, sample=False)` (`unpatch_generation` undoes it,
+either way) sets `_get_logits_processor` on the instance, independent of `patch(model)`:
+
+- always: `generate` builds `SyclRepetitionPenaltyLogitsProcessor`
+  (`repetition_penalty_by_ids`) and `SyclTopKLogitsWarper` (`top_k_mask_logits`) in
+  place of Hugging Face's two classes (`on_kernels` converts one): the same processed
+  scores bit for bit, so Hugging Face's tokens, greedy or sampled under one seed.
+- `sample=True`, with `do_sample=True` and one beam: the trailing TopK / TopP / MinP
+  warpers become one `SyclSamplingLogitsProcessor`. It takes softmax(scores) (after
+  every processor before it: temperature, repetition penalty, ...), draws each row's
+  token with `sample_from_probs` (top-k, then top-p over the top-k mass, then min-p:
+  the order and the tie rule of Hugging Face's warpers) and returns scores 0 at the
+  drawn token and -inf elsewhere, so Hugging Face's multinomial picks it. The tokens
+  come from the kernels' Philox stream, seeded from torch's default generator at each
+  step: `torch.manual_seed` makes a run repeat and rows are independent, within the
+  support Hugging Face's warpers keep, but they are not Hugging Face's tokens for the
+  seed; `output_scores` reports the one-hot scores (`output_logits` the raw logits).
+  The list is left as it is for beam search, greedy decoding, a processor after the
+  warpers (typical-p, epsilon, eta, watermarking, `renormalize_logits`) or warpers of
+  other settings (subclasses, `min_tokens_to_keep`, `filter_value`);
+  `processors_on_kernels(processors, sample=True)` converts a hand-built list.
+
+Each processor runs Hugging Face's own code per call where its kernel does not apply
+(3-D scores, other devices or dtypes, scores that need a gradient).
+
 Numerics: float32 as Hugging Face's up to the order of float operations; in fp16/bf16
 the kernels round once where Hugging Face rounds after each torch op (within an ulp).
 Not used: `fused_add_rmsnorm` (the residual add is a step of each decoder layer's
@@ -51,6 +76,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -59,7 +85,16 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import GenerationConfig
 from transformers.activations import GELUActivation, GELUTanh, NewGELUActivation, SiLUActivation
+from transformers.generation.logits_process import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    MinPLogitsWarper,
+    RepetitionPenaltyLogitsProcessor,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 from transformers.integrations.moe import _default_apply_gate
 
 from .. import ops
@@ -529,3 +564,219 @@ def apply_to_granite() -> list[str]:
 
 def apply_to_olmo2() -> list[str]:
     return patch_class("olmo2")
+
+
+# --- Generation: Hugging Face's logits processors on the kernels ---
+
+
+def _rows_ok(scores: torch.Tensor) -> bool:
+    return (
+        scores.dim() == 2
+        and scores.device.type in ("cpu", "xpu")
+        and not (torch.is_grad_enabled() and scores.requires_grad)
+    )
+
+
+def _scores_ok(scores: torch.Tensor) -> bool:
+    return _rows_ok(scores) and scores.dtype in _KERNEL_DTYPES and scores.stride(-1) == 1
+
+
+class SyclRepetitionPenaltyLogitsProcessor(RepetitionPenaltyLogitsProcessor):
+    """Hugging Face's RepetitionPenaltyLogitsProcessor on `repetition_penalty_by_ids`: the
+    same processed scores, bit for bit (one float32 operation a penalized logit,
+    rounded once), prompt_ignore_length (an int or a per-row tensor) included. Hugging
+    Face's own code runs for 3-D scores (continuous batching), 1-D input_ids, other
+    devices and dtypes, and scores that need a gradient. Negative ids are skipped
+    (Hugging Face raises for them)."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if not (
+            _scores_ok(scores)
+            and input_ids.dim() == 2
+            and input_ids.dtype in (torch.int32, torch.int64)
+            and input_ids.device == scores.device
+            and (input_ids.shape[-1] <= 1 or input_ids.stride(-1) == 1)
+        ):
+            return super().__call__(input_ids, scores)
+        ids = input_ids
+        ignore = self.prompt_ignore_length
+        if isinstance(ignore, int):
+            ids = ids[:, ignore:]
+        elif isinstance(ignore, torch.Tensor):
+            if ids.shape[0] != ignore.shape[0]:
+                raise ValueError("Incompatible `prompt_ignore_length` batch size")
+            self.prompt_ignore_length = ignore = ignore.to(ids.device)
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            ids = ids.masked_fill(positions[None, :] < ignore[:, None], -1)
+        return ops.repetition_penalty_by_ids(scores, ids, repetition_penalty=self.penalty)
+
+
+class SyclTopKLogitsWarper(TopKLogitsWarper):
+    """Hugging Face's TopKLogitsWarper on `top_k_mask_logits`: every score below the k-th
+    largest set to -inf, ties with it kept (the same scores, bit for bit). Hugging
+    Face's own code runs for another filter_value and where _scores_ok refuses."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.filter_value != -math.inf or not _scores_ok(scores):
+            return super().__call__(input_ids, scores)
+        return ops.top_k_mask_logits(scores, self.top_k)
+
+
+class SyclSamplingLogitsProcessor(LogitsProcessor):
+    """Draws each row's token from softmax(scores) kept by top_k, top_p and min_p (None:
+    off) with `sample_from_probs`, and returns scores 0 at it and -inf elsewhere (module
+    doc, sample=True). `warpers`: the Hugging Face warpers it stands for, run instead
+    (and the scores returned as they leave them) for scores that are not 2-D float
+    rows on CPU or XPU or that need a gradient."""
+
+    def __init__(
+        self,
+        top_k: int | None,
+        top_p: float | None,
+        min_p: float | None,
+        warpers: tuple[LogitsProcessor, ...] = (),
+    ) -> None:
+        self.top_k, self.top_p, self.min_p = top_k, top_p, min_p
+        self.warpers = warpers
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if not (_rows_ok(scores) and scores.is_floating_point()):
+            for warper in self.warpers:
+                scores = warper(input_ids, scores)
+            return scores
+        probs = torch.softmax(scores.float(), dim=-1)
+        seed = ops.sampling.philox_seed(device=scores.device)
+        tokens = ops.sample_from_probs(
+            probs, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p, seed=seed
+        )
+        chosen = torch.full_like(scores, -math.inf)
+        return chosen.scatter_(1, tokens[:, None].long(), 0.0)
+
+
+def on_kernels(processor: LogitsProcessor) -> LogitsProcessor:
+    """The kernels' counterpart of one of Hugging Face's processors (exactly its class),
+    with its settings; any other processor as it is."""
+    if type(processor) is RepetitionPenaltyLogitsProcessor:
+        ours = SyclRepetitionPenaltyLogitsProcessor(processor.penalty)
+        ours.__dict__.update(processor.__dict__)
+        return ours
+    if type(processor) is TopKLogitsWarper:
+        ours = SyclTopKLogitsWarper(processor.top_k, processor.filter_value)
+        ours.__dict__.update(processor.__dict__)
+        return ours
+    return processor
+
+
+# Warper class -> its place in sample_from_probs' order (top-k, top-p, min-p).
+_SAMPLED_WARPERS: dict[type, int] = {
+    TopKLogitsWarper: 0,
+    SyclTopKLogitsWarper: 0,
+    TopPLogitsWarper: 1,
+    MinPLogitsWarper: 2,
+}
+
+
+def _sampled(processors: LogitsProcessorList) -> LogitsProcessorList:
+    """`processors` with its trailing TopK / TopP / MinP warpers (exactly those classes,
+    each in that order at most once, keeping at least one token, filter_value -inf)
+    replaced by one SyclSamplingLogitsProcessor; as it is otherwise."""
+    start = len(processors)
+    while start > 0 and type(processors[start - 1]) in _SAMPLED_WARPERS:
+        start -= 1
+    block = list(processors[start:])
+    places = [_SAMPLED_WARPERS[type(w)] for w in block]
+    if (
+        not block
+        or places != sorted(set(places))  # a filter twice, or top-p before top-k
+        or any(w.min_tokens_to_keep != 1 or w.filter_value != -math.inf for w in block)
+    ):
+        return processors
+    settings = dict(zip(places, block, strict=True))
+    ours = SyclSamplingLogitsProcessor(
+        settings[0].top_k if 0 in settings else None,
+        settings[1].top_p if 1 in settings else None,
+        settings[2].min_p if 2 in settings else None,
+        tuple(block),
+    )
+    return LogitsProcessorList([*processors[:start], ours])
+
+
+def processors_on_kernels(
+    processors: LogitsProcessorList, *, sample: bool = False
+) -> LogitsProcessorList:
+    """A list of logits processors on the kernels, as patch_generation(model, sample=)
+    builds it: each processor through on_kernels and, with `sample`, the trailing TopK /
+    TopP / MinP warpers (exactly those classes, each at most once and in that order,
+    `min_tokens_to_keep=1`, `filter_value=-inf`) replaced by one
+    SyclSamplingLogitsProcessor. Only for do_sample=True with one beam: the processor
+    returns one-hot scores."""
+    if sample:
+        processors = _sampled(processors)
+    return LogitsProcessorList(on_kernels(p) for p in processors)
+
+
+def _get_logits_processor(
+    self: nn.Module,
+    generation_config: GenerationConfig,
+    *args: object,
+    sample: bool,
+    **kwargs: object,
+) -> LogitsProcessorList:
+    processors = _hf(self, "_get_logits_processor")(self, generation_config, *args, **kwargs)
+    one_draw = generation_config.do_sample and (generation_config.num_beams or 1) == 1
+    return processors_on_kernels(processors, sample=sample and one_draw)
+
+
+def _ours_generation(value: object) -> bool:
+    return isinstance(value, functools.partial) and value.func is _get_logits_processor
+
+
+def patch_generation(model: nn.Module, *, sample: bool = False) -> list[str]:
+    """Makes `model.generate` build its logits processors on the kernels (module doc):
+    RepetitionPenaltyLogitsProcessor and TopKLogitsWarper become
+    SyclRepetitionPenaltyLogitsProcessor and SyclTopKLogitsWarper, the same scores bit
+    for bit, hence Hugging Face's tokens (sampled under one seed too). `sample=True`:
+    with do_sample=True and one beam, the trailing TopK / TopP / MinP warpers also
+    become one SyclSamplingLogitsProcessor drawing the token with `sample_from_probs`
+    (reproducible under torch.manual_seed, but not Hugging Face's tokens for it).
+
+    Sets `_get_logits_processor` on the instance (an instance with its own already is
+    left alone, and reported); calling it again sets `sample` again (the same
+    arguments change nothing). Independent of patch(model). Returns what it did, one
+    line each, as patch() does.
+    """
+    where = f"{type(model).__name__}._get_logits_processor"
+    with _LOCK:
+        current = model.__dict__.get("_get_logits_processor")
+        if current is not None and not _ours_generation(current):
+            return [f"{where}: unpatched, the instance has its own already"]
+        if current is None or current.keywords["sample"] != sample:
+            model._get_logits_processor = functools.partial(
+                _get_logits_processor, model, sample=sample
+            )
+    report = [f"{where}: repetition_penalty_by_ids (RepetitionPenaltyLogitsProcessor)"]
+    if sample:
+        return [
+            *report,
+            f"{where}: top_k_mask_logits (TopKLogitsWarper, where not sampled)",
+            f"{where}: sample_from_probs (the trailing TopKLogitsWarper, TopPLogitsWarper, "
+            "MinPLogitsWarper with do_sample=True and one beam; not Hugging Face's tokens)",
+        ]
+    return [
+        *report,
+        f"{where}: top_k_mask_logits (TopKLogitsWarper)",
+        f"{where}: unpatched, TopPLogitsWarper, MinPLogitsWarper and torch.multinomial "
+        "(Hugging Face's tokens; sample=True draws with sample_from_probs)",
+    ]
+
+
+def unpatch_generation(model: nn.Module) -> None:
+    """Undoes patch_generation(model), with or without `sample`: Hugging Face's
+    processors and tokens again. ValueError if it is not patched."""
+    with _LOCK:
+        if not _ours_generation(model.__dict__.get("_get_logits_processor")):
+            raise ValueError(
+                "unpatch_generation(): this model's generation is not patched "
+                "(patch_generation(model) first)"
+            )
+        del model._get_logits_processor

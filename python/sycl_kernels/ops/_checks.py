@@ -9,7 +9,8 @@ import torch
 
 from .._dtypes import DTYPES, FLOAT_DTYPE_NAMES, DType
 
-_BY_TORCH: dict[torch.dtype, DType] = {d.torch_dtype: d for d in DTYPES}
+# The float dtypes by torch dtype (the table in _dtypes.py is torch-free).
+BY_TORCH: dict[torch.dtype, DType] = {d.torch_dtype: d for d in DTYPES}
 
 
 def check_tensor(op: str, name: str, t: object) -> torch.Tensor:
@@ -37,7 +38,7 @@ def tensor_meta(op: str, name: str, t: object) -> Meta:
 
 
 def check_float_dtype(op: str, name: str, t: torch.Tensor) -> DType:
-    dtype = _BY_TORCH.get(t.dtype)
+    dtype = BY_TORCH.get(t.dtype)
     if dtype is None:
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected one of {FLOAT_DTYPE_NAMES}")
     return dtype
@@ -220,3 +221,14 @@ def check_index_range(
         bad = highest if highest >= high else lowest
         allowed = f"[{'-inf' if low is None else low}, {high})"
         raise IndexError(f"{op}(): {name} holds {bad}; expected values in {allowed} ({what})")
+
+
+def check_same_device(
+    op: str, name: str, t: torch.Tensor, like_name: str, like: torch.Tensor
+) -> None:
+    """t on like's device (CPU tensors always are): ValueError naming both otherwise."""
+    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
+        raise ValueError(
+            f"{op}(): {name} is on {t.device} but {like_name} is on {like.device}; "
+            "expected the same device"
+        )

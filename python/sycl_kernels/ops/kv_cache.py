@@ -21,9 +21,10 @@ from typing import NamedTuple
 import torch
 
 from .. import _runtime
-from .._dtypes import DTYPES, FLOAT_DTYPE_NAMES, DType
+from .._dtypes import FLOAT_DTYPE_NAMES, DType
 from ..specs.kv_cache import gather_kv_spec, gather_rows, store_kv_spec, store_rows_per_group
 from ._checks import (
+    BY_TORCH,
     check_disjoint_rows,
     check_float_dtype,
     check_index_range,
@@ -405,7 +406,6 @@ _GATHER_DTYPES = (
 )
 _GATHER_DTYPE_NAMES = ", ".join(map(str, _GATHER_DTYPES))
 _INT32 = torch.int32
-_DTYPE_OF = {d.torch_dtype: d for d in DTYPES}
 
 
 class _GatherPlan(NamedTuple):
@@ -599,7 +599,7 @@ def gather_cache(
     check_disjoint_rows(name, "dst", rows, dst_stride, width)
     dequant = None
     if dst.dtype != src_cache.dtype:
-        dequant = _DTYPE_OF.get(dst.dtype)
+        dequant = BY_TORCH.get(dst.dtype)
         if src_cache.dtype != _FP8 or dequant is None:
             raise TypeError(
                 f"{name}(): dst has dtype {dst.dtype} but src_cache has {src_cache.dtype}; "

@@ -45,6 +45,7 @@ from ._checks import (
     check_int,
     check_number,
     check_same,
+    check_same_device,
     check_shape,
     check_tensor,
     check_unit_last_stride,
@@ -69,14 +70,6 @@ def _check_index(op_name: str, name: str, t: object, dims: int, dtypes: tuple) -
     if not t.is_contiguous():
         raise ValueError(f"{op_name}(): {name} is not contiguous; expected a contiguous tensor")
     return t
-
-
-def _check_device(op_name: str, name: str, t: torch.Tensor, like_name: str, like) -> None:
-    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
-        raise ValueError(
-            f"{op_name}(): {name} is on {t.device} but {like_name} is on {like.device}; "
-            "expected the same device"
-        )
 
 
 # moe_align_block_size
@@ -219,7 +212,7 @@ def moe_align_block_size(
     check_int(name, "block_size", block_size, minimum=1)
     if expert_map is not None:
         _check_index(name, "expert_map", expert_map, 1, (torch.int32,))
-        _check_device(name, "expert_map", expert_map, "topk_ids", topk_ids)
+        check_same_device(name, "expert_map", expert_map, "topk_ids", topk_ids)
         check_shape(name, "expert_map", expert_map.shape, (num_experts,), "[num_experts]")
     sorted_size, blocks = _align_sizes(topk_ids.numel(), num_experts, block_size)
     if sorted_token_ids is not None:
@@ -230,7 +223,7 @@ def moe_align_block_size(
         )
         for out_name, t in outputs:
             _check_index(name, out_name, t, 1, (torch.int32,))
-            _check_device(name, out_name, t, "topk_ids", topk_ids)
+            check_same_device(name, out_name, t, "topk_ids", topk_ids)
         assert expert_ids is not None and num_tokens_post_padded is not None
         sorted_size = sorted_token_ids.shape[0]
         blocks = expert_ids.shape[0]
@@ -332,14 +325,14 @@ def moe_sum(
     index = "i32"
     if topk_ids is not None:
         _check_index(name, "topk_ids", topk_ids, 2, (torch.int32, torch.int64))
-        _check_device(name, "topk_ids", topk_ids, "x", x)
+        check_same_device(name, "topk_ids", topk_ids, "x", x)
         check_shape(name, "topk_ids", topk_ids.shape, (tokens, topk), "[tokens, topk] of x")
         index = _INDEX[topk_ids.dtype]
     if expert_map is not None:
         if topk_ids is None:
             raise ValueError(f"{name}(): expert_map is given without topk_ids; expected both")
         _check_index(name, "expert_map", expert_map, 1, (torch.int32,))
-        _check_device(name, "expert_map", expert_map, "x", x)
+        check_same_device(name, "expert_map", expert_map, "x", x)
     check_number(name, "scale", scale)
     out_token = None
     if out is not None:
