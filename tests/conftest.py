@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,14 +40,36 @@ def _record_path(kept: str, config: pytest.Config) -> Path:
     return Path(kept) / f"test-specs.{selection}.json"
 
 
-def _precompile_recorded(record: Path) -> str:
+# The kernels a run of the whole suite loads, as `--record-suite-kernels` wrote them
+# (gzipped JSON of jit.write_specs): a whole-suite run on a cache without its own
+# record (a fresh machine, CI) compiles them up front, in groups of ~0.1 s a kernel,
+# rather than each on first use (~0.9 s). Kernels the record lacks (tests added since)
+# compile on first use; kernels it has that no test loads any more cost a group slot.
+SUITE_KERNELS = Path(__file__).parent / "suite-kernels.json.gz"
+
+
+def _whole_suite(config: pytest.Config) -> bool:
+    """A run of every test file (`python -m pytest`, or of tests/), no -k selection."""
+    tests = Path(__file__).parent.resolve()
+    return not config.option.keyword and all(
+        Path(arg).resolve() in (tests, tests.parent) for arg in config.args
+    )
+
+
+def _read_suite_kernels(tmp: Path) -> list:
+    with gzip.open(SUITE_KERNELS, "rb") as f:
+        (tmp / "suite-kernels.json").write_bytes(f.read())
+    return jit.read_specs(tmp / "suite-kernels.json")
+
+
+def _precompile_recorded(record: Path, read: Callable[[], list] | None = None) -> str:
     """Compiles the recorded kernels missing from the cache (after a header edit: every
     kernel that includes it) in grouped compiles, instead of one compile per test."""
-    if not record.exists():
+    if read is None and not record.exists():
         return f"{record.name}: no record yet, kernels compile on first use"
     start = time.perf_counter()
     try:
-        done = jit.precompile(jit.read_specs(record))
+        done = jit.precompile(read() if read is not None else jit.read_specs(record))
     except (jit.KernelCompileError, OSError, RuntimeError, ValueError) as e:
         return f"{record.name}: recorded kernels not precompiled, they compile on first use ({e})"
     compiled = sum(1 for entry in done if entry.origin == "compiled")
@@ -68,9 +93,17 @@ def _session_cache(
         mp.setenv("SYCL_KERNELS_CACHE_DIR", kept or str(tmp_path_factory.mktemp("kernel-cache")))
         config.cache_clear()
         record = _record_path(kept, pytestconfig) if kept else None
-        if record is not None:
+        if record is not None and record.exists():
+            pytestconfig.stash[_RECORDED] = _precompile_recorded(record)
+        elif _whole_suite(pytestconfig) and SUITE_KERNELS.exists():
+            tmp = tmp_path_factory.mktemp("suite-kernels")
+            read = functools.partial(_read_suite_kernels, tmp)
+            pytestconfig.stash[_RECORDED] = _precompile_recorded(SUITE_KERNELS, read)
+        elif record is not None:
             pytestconfig.stash[_RECORDED] = _precompile_recorded(record)
         yield
+        if pytestconfig.getoption("record_suite_kernels"):
+            _write_suite_kernels()
         if record is not None:
             try:
                 recorded = jit.read_specs(record)
@@ -79,6 +112,23 @@ def _session_cache(
             by_name = {spec.name: spec for spec in (*recorded, *jit.loaded_specs())}
             jit.write_specs(record, by_name.values())
     config.cache_clear()
+
+
+def _write_suite_kernels() -> None:
+    """SUITE_KERNELS from the kernels this run loaded, sorted by name, reproducibly."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "specs.json"
+        jit.write_specs(path, sorted(jit.loaded_specs(), key=lambda spec: spec.name))
+        with gzip.GzipFile(SUITE_KERNELS, "wb", mtime=0) as f:
+            f.write(path.read_bytes())
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-suite-kernels",
+        action="store_true",
+        help=f"write the kernels this run loads to {SUITE_KERNELS.name} (run the whole suite)",
+    )
 
 
 @pytest.fixture
