@@ -181,3 +181,62 @@ def test_gather_cache_batch_size_and_block_seq_starts() -> None:
         vllm.gather_cache(src_cache, dst, block_table, cu_seq_lens, 3)
     with pytest.raises(TypeError, match="dtype"):
         vllm.gather_cache(src_cache, dst.half(), block_table, cu_seq_lens, 2)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_gather_and_maybe_dequant_cache(kv_cache_dtype: str) -> None:
+    """vLLM's kernel token by token (token_to_seq, seq_starts a token offset), an fp8
+    cache as vLLM allocates it (uint8) dequantized into bf16, or a bf16 copy."""
+    block_size, entry, num_blocks, batch = 16, 576, 40, 3
+    fp8 = kv_cache_dtype == "fp8"
+    values = torch.randn(num_blocks, block_size, entry)
+    src_cache = values.to(torch.float8_e4m3fn).view(torch.uint8) if fp8 else values.bfloat16()
+    block_table = torch.randperm(num_blocks)[: batch * 6].view(batch, 6).int()
+    cu_seq_lens = torch.tensor([0, 17, 17, 52], dtype=torch.int32)
+    seq_starts = torch.tensor([3, 0, 40], dtype=torch.int32)
+    token_to_seq = torch.repeat_interleave(
+        torch.arange(batch, dtype=torch.int32), (cu_seq_lens[1:] - cu_seq_lens[:-1]).long()
+    )
+    num_tokens = int(cu_seq_lens[-1])
+    scale = torch.tensor([0.5])
+    dst = torch.full((num_tokens + 4, entry), 7.0, dtype=torch.bfloat16)
+    want = dst.clone()
+    for t in range(num_tokens):
+        b = int(token_to_seq[t])
+        pos = t - int(cu_seq_lens[b]) + int(seq_starts[b])
+        row = src_cache[int(block_table[b, pos // block_size]), pos % block_size]
+        want[t] = (row.view(torch.float8_e4m3fn).float() * 0.5).bfloat16() if fp8 else row
+    vllm.gather_and_maybe_dequant_cache(
+        src_cache,
+        dst,
+        block_table,
+        cu_seq_lens,
+        token_to_seq,
+        num_tokens,
+        kv_cache_dtype,
+        scale,
+        seq_starts,
+    )
+    assert torch.equal(dst, want)  # the rows past num_tokens untouched
+    with pytest.raises(ValueError, match="num_tokens"):
+        vllm.gather_and_maybe_dequant_cache(
+            src_cache,
+            dst,
+            block_table,
+            cu_seq_lens,
+            token_to_seq,
+            num_tokens + 5,
+            kv_cache_dtype,
+            scale,
+        )
+    with pytest.raises(ValueError, match="fp8_e5m2"):
+        vllm.gather_and_maybe_dequant_cache(
+            src_cache,
+            dst,
+            block_table,
+            cu_seq_lens,
+            token_to_seq,
+            num_tokens,
+            "fp8_e5m2",
+            scale,
+        )

@@ -154,6 +154,15 @@ read two ways, and the reading taken here:
   dtypes than float32/float16/bfloat16/float8/uint8 (vLLM copies any 8-, 16- or
   32-bit type), and a ``dst`` whose entry shape differs from the cache's (vLLM reads
   dst as rows of the flattened entry).
+  ``gather_and_maybe_dequant_cache(src_cache, dst, block_table, cu_seq_lens,
+  token_to_seq, num_tokens, kv_cache_dtype, scale, seq_starts=None)`` fills dst's
+  first ``num_tokens`` rows: "auto" a copy (dst of the cache's dtype), "fp8" /
+  "fp8_e4m3" ``float(x) * scale[0]`` rounded once to dst's dtype; seq_starts a token
+  offset (not rounded, as vLLM's kernel). A row's sequence is found from
+  ``cu_seq_lens`` (the rows it spans), not read from ``token_to_seq``, which vLLM
+  builds from cu_seq_lens (checked int32 only): a token_to_seq that disagrees with
+  cu_seq_lens is not followed. cu_seq_lens past num_tokens raises on CPU tensors
+  (vLLM leaves those tokens out); fp8_e5m2 caches are refused.
 - ``moe_align_block_size`` (vllm-xpu-kernels 4543b580 csrc/moe/moe_align_sum_kernels.cpp):
   writes sorted_token_ids, experts_ids and num_tokens_post_pad in place. Pad value
   ``topk_ids.numel()`` in every entry of sorted_token_ids not holding a slot (vLLM:
@@ -225,6 +234,7 @@ __all__ = [
     "fused_add_rms_norm",
     "fused_add_rms_norm_static_fp8_quant",
     "fused_qk_norm_rope",
+    "gather_and_maybe_dequant_cache",
     "gather_cache",
     "gelu_and_mul",
     "gelu_fast",
@@ -921,6 +931,41 @@ def gather_cache(
         _first_rows(block_table, batch_size),
         _first_rows(cu_seq_lens, batch_size + 1),
         seq_starts,
+    )
+
+
+def gather_and_maybe_dequant_cache(
+    src_cache: torch.Tensor,
+    dst: torch.Tensor,
+    block_table: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    token_to_seq: torch.Tensor,
+    num_tokens: int,
+    kv_cache_dtype: str,
+    scale: torch.Tensor,
+    seq_starts: torch.Tensor | None = None,
+) -> None:
+    """vLLM's ``gather_and_maybe_dequant_cache``: dst's first num_tokens rows from
+    src_cache through block_table, in place; an fp8 cache dequantized (module doc)."""
+    op = "vllm.gather_and_maybe_dequant_cache"
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int):
+        raise TypeError(f"{op}(): num_tokens must be an int, got {type(num_tokens).__name__}")
+    if isinstance(dst, torch.Tensor) and dst.dim() >= 1 and not 0 <= num_tokens <= dst.shape[0]:
+        raise ValueError(
+            f"{op}(): num_tokens is {num_tokens} but dst has {dst.shape[0]} rows; "
+            "expected 0 <= num_tokens <= dst.shape[0]"
+        )
+    if not isinstance(token_to_seq, torch.Tensor) or token_to_seq.dtype != torch.int32:
+        got = token_to_seq.dtype if isinstance(token_to_seq, torch.Tensor) else token_to_seq
+        raise TypeError(f"{op}(): token_to_seq must be an int32 tensor, got {got}")
+    cache = _kv_cache(op, src_cache, kv_cache_dtype, dst)
+    ops.gather_cache(
+        cache,
+        _first_rows(dst, num_tokens),
+        block_table,
+        cu_seq_lens,
+        seq_starts,
+        _kv_scale(scale, kv_cache_dtype, src_cache),
     )
 
 
