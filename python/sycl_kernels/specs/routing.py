@@ -10,9 +10,11 @@ from .variants import manifest_op
 
 # A token's work-items: one sub-group (kernels/moe/routing.hpp kRouteLanes).
 ROUTE_LANES = 16
-# Tokens a work-group: 16 sub-groups, 256 work-items (a GPU's usual work-group; on the
-# CPU device up to 16 tokens are one work-group, which the launch waits on by polling).
-ROUTE_TOKENS = 16
+# Tokens a work-group: 4 sub-groups, 64 work-items. On the CPU device, 16 a work-group
+# ran 16 tokens as one polled work-group: 22 us alone but 48-50 us between torch ops
+# (bench), where 4 a work-group take 29 us; at 4096 tokens 4 and 16 are within noise
+# (0.74-0.82 ms), one a work-group 0.80-0.87 ms.
+ROUTE_TOKENS = 4
 
 # The scoring functions, by name, as the kernel's kScoring numbers them.
 SCORINGS = {"softmax": 0, "sigmoid": 1, "none": 2}
