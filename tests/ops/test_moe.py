@@ -93,6 +93,24 @@ def test_align_ids_out_of_range_raise_index_error() -> None:
         sycl_kernels.moe_align_block_size(torch.tensor([[0, 1]]), 8, 16, bad_map)
 
 
+def test_align_outputs_too_small_for_the_padded_total_raise() -> None:
+    """Given outputs shorter than the padded total: ValueError, and nothing written past
+    them (the kernels bound every write)."""
+    ids = torch.arange(8, dtype=torch.int32).view(4, 2)  # 8 experts, one slot each
+    sorted_ids = torch.full((40,), -7, dtype=torch.int32)  # needs 8 * 16 = 128
+    outs = (sorted_ids[:20], torch.empty(2, dtype=torch.int32), torch.empty(1, dtype=torch.int32))
+    with pytest.raises(ValueError, match="padded total is 128"):
+        sycl_kernels.moe_align_block_size(
+            ids,
+            8,
+            16,
+            sorted_token_ids=outs[0],
+            expert_ids=outs[1],
+            num_tokens_post_padded=outs[2],
+        )
+    assert (sorted_ids[20:] == -7).all()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize(("tokens", "topk", "hidden"), [(1, 1, 64), (7, 2, 200), (33, 8, 1024)])
 def test_moe_sum_matches_float64(dtype, tokens, topk, hidden) -> None:
