@@ -15,7 +15,8 @@
 // not on this rank, the slot is left out). An id outside [0, num_experts), a mapped
 // id outside [-1, num_experts) and a padded total past sorted_size are left out and
 // flagged (kAlign* bits): the op raises for them on CPU tensors, after the launch;
-// every write is bounded by the outputs' sizes.
+// every write is bounded by the outputs' sizes. Padded counts and the total are kept
+// in 64 bits; the op keeps numel and sorted_size below 2^31 (int32 entries).
 #pragma once
 
 #include "../common/device.hpp"
@@ -73,30 +74,33 @@ inline void moe_align_scan(int64_t numel, int32_t num_experts, int32_t block_siz
   const auto group = item.get_group();
   const int tid = static_cast<int>(item.get_local_id(0));
   const int32_t pad = static_cast<int32_t>(numel);
-  int32_t carry = 0;
+  // Padded counts, starts and the total in 64 bits: num_experts runs padded to a
+  // block_size near 2^31 pass int32 (the op refuses a total past int32 before writing).
+  int64_t carry = 0;
   const int rounds = (num_experts + kThreads - 1) / kThreads;  // uniform
   for (int r = 0; r < rounds; ++r) {
     const int32_t e = r * kThreads + tid;
-    int32_t count = 0;
+    int64_t count = 0;
     if (e < num_experts) {
       for (int64_t c = 0; c < chunks; ++c) count += moe_align_row(scratch, c, num_experts)[e];
     }
-    const int32_t padded = (count + block_size - 1) / block_size * block_size;
-    const int32_t start =
-        carry + ::sycl::exclusive_scan_over_group(group, padded, ::sycl::plus<int32_t>());
-    carry += ::sycl::reduce_over_group(group, padded, ::sycl::plus<int32_t>());
+    const int64_t padded = (count + block_size - 1) / block_size * block_size;
+    const int64_t start =
+        carry + ::sycl::exclusive_scan_over_group(group, padded, ::sycl::plus<int64_t>());
+    carry += ::sycl::reduce_over_group(group, padded, ::sycl::plus<int64_t>());
     if (e >= num_experts) continue;
-    int32_t at = start;
+    // A chunk's offsets fit int32 whenever the total fits sorted_size (the flag below);
+    // past it they are never used to write.
+    int64_t at = start;
     for (int64_t c = 0; c < chunks; ++c) {
       int32_t& slot = moe_align_row(scratch, c, num_experts)[e];
       const int32_t n = slot;
-      slot = at;
+      slot = static_cast<int32_t>(::sycl::min(at, sorted_size));
       at += n;
     }
     for (int64_t i = at; i < start + padded && i < sorted_size; ++i) sorted_token_ids[i] = pad;
-    for (int64_t b = start / block_size; b < (start + padded) / block_size; ++b) {
-      if (b < expert_ids_size) expert_ids[b] = e;
-    }
+    const int64_t last_block = ::sycl::min((start + padded) / block_size, expert_ids_size);
+    for (int64_t b = start / block_size; b < last_block; ++b) expert_ids[b] = e;
   }
   for (int64_t i = carry + tid; i < sorted_size; i += kThreads) sorted_token_ids[i] = pad;
   for (int64_t b = carry / block_size + tid; b < expert_ids_size; b += kThreads) {
@@ -108,7 +112,7 @@ inline void moe_align_scan(int64_t numel, int32_t num_experts, int32_t block_siz
   }
   flags = ::sycl::reduce_over_group(group, flags, ::sycl::bit_or<int32_t>());
   if (tid == 0) {
-    num_tokens_post_padded[0] = carry;
+    num_tokens_post_padded[0] = static_cast<int32_t>(::sycl::min(carry, sorted_size));
     scratch[0] = flags;
   }
 }
@@ -125,8 +129,13 @@ inline void moe_align_scatter(const I* topk_ids, int64_t numel, const int32_t* e
   for (int64_t i = c * chunk_size; i < end; ++i) {
     const int32_t e = moe_slot_expert(topk_ids, i, expert_map, num_experts, flags);
     if (e < 0) continue;
-    const int32_t at = row[e]++;
-    if (at < sorted_size) sorted_token_ids[at] = static_cast<int32_t>(i);
+    // Stops at sorted_size (the scan's offsets are at most that, and the op keeps it
+    // below 2^31), so the count never wraps.
+    const int32_t at = row[e];
+    if (at < sorted_size) {
+      sorted_token_ids[at] = static_cast<int32_t>(i);
+      row[e] = at + 1;
+    }
   }
 }
 

@@ -15,15 +15,15 @@ namespace sycl_kernels {
 template <typename T, typename I, int kThreads>
 inline void moe_sum(const T* x, int64_t x_token, int64_t x_k, T* out, int64_t out_token,
                     const I* topk_ids, const int32_t* expert_map, int64_t map_size,
-                    int32_t topk, int32_t hidden, float scale) {
+                    int64_t topk, int64_t hidden, float scale) {
   const auto item = this_nd_item();
   const int64_t token = item.get_group(0);
   const int tid = static_cast<int>(item.get_local_id(0));
   const T* x_row = x + token * x_token;
   T* out_row = out + token * out_token;
-  for (int j = tid; j < hidden; j += kThreads) {
+  for (int64_t j = tid; j < hidden; j += kThreads) {
     float sum = 0.0f;
-    for (int k = 0; k < topk; ++k) {
+    for (int64_t k = 0; k < topk; ++k) {
       if (topk_ids != nullptr) {
         const int64_t id = static_cast<int64_t>(topk_ids[token * topk + k]);
         if (id < 0) continue;

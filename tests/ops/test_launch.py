@@ -9,7 +9,7 @@ import torch
 from sycl_kernels import _runtime
 from sycl_kernels._dtypes import BY_NAME
 from sycl_kernels.jit import get_kernel
-from sycl_kernels.ops._launch import Address, bind_kernel
+from sycl_kernels.ops._launch import Address, ParameterRangeError, bind_kernel
 from sycl_kernels.specs.norm import rmsnorm_spec
 
 from tests import references
@@ -95,3 +95,23 @@ def test_the_host_module_checks_each_arguments_kind() -> None:
     params[0] = 0
     with pytest.raises(TypeError, match=r"parameter 0 is a pointer; expected \(argument index"):
         kernel._bind(queue, 3 * SPEC.group_size, SPEC.group_size, params)
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 2**70])
+def test_an_int_past_its_parameters_c_type_is_refused_at_binding(value: int) -> None:
+    # The host module would raise std::bad_cast at the call; the binding says which.
+    with pytest.raises(ParameterRangeError, match=r"inner_size is int64_t but was given"):
+        bind_kernel(SPEC, torch.empty(3, 64), 3, **(ROWS | {"inner_size": value}))
+
+
+def test_a_range_error_at_binding_names_the_ops_argument() -> None:
+    from sycl_kernels.ops import moe_align_block_size
+
+    error = ParameterRangeError("moe_align_scan", "block_size", "i", 2**31)
+    message = str(moe_align_block_size._range_error(error))
+    assert message.startswith("moe_align_block_size(): block_size is 2147483648; ")
+    assert "[-2147483648, 2147483647] (int32_t)" in message
+    error = ParameterRangeError("moe_align_scan", "chunks", "i", 2**31)
+    assert "make kernel moe_align_scan's chunks 2147483648" in str(
+        moe_align_block_size._range_error(error)
+    )

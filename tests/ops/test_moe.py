@@ -111,6 +111,52 @@ def test_align_outputs_too_small_for_the_padded_total_raise() -> None:
     assert (sorted_ids[20:] == -7).all()
 
 
+def test_align_padded_total_past_int32_raises_and_writes_inside_the_outputs() -> None:
+    # Two experts padded to 2**30 each: a total of 2**31, which wrapped an int32.
+    ids = torch.tensor([[0, 1]], dtype=torch.int32)
+    canary = torch.full((64,), 7, dtype=torch.int32)
+    sorted_ids, expert_ids, total = canary[16:32], canary[40:44], canary[50:51]
+    with pytest.raises(ValueError, match=r"padded total is 2147483648; expected at least"):
+        sycl_kernels.moe_align_block_size(
+            ids,
+            2,
+            2**30,
+            sorted_token_ids=sorted_ids,
+            expert_ids=expert_ids,
+            num_tokens_post_padded=total,
+        )
+    untouched = torch.cat([canary[:16], canary[32:40], canary[44:50], canary[51:]])
+    assert (untouched == 7).all()
+
+
+@pytest.mark.parametrize(
+    ("block_size", "outputs", "refusal"),
+    [
+        (2**31, True, r"block_size must be at most 2147483647, got 2147483648"),
+        (2**63, True, r"block_size must be at most 2147483647"),
+        (2**30, False, r"block_size 1073741824 with 2 experts makes sorted_token_ids 2147483648"),
+    ],
+)
+def test_align_sizes_past_int32_are_refused_naming_block_size(block_size, outputs, refusal):
+    given = {}
+    if outputs:
+        given = {
+            "sorted_token_ids": torch.empty(16, dtype=torch.int32),
+            "expert_ids": torch.empty(4, dtype=torch.int32),
+            "num_tokens_post_padded": torch.empty(1, dtype=torch.int32),
+        }
+    ids = torch.tensor([[0, 1]], dtype=torch.int32)
+    with pytest.raises(ValueError, match=refusal):
+        sycl_kernels.moe_align_block_size(ids, 2, block_size, **given)
+
+
+def test_moe_sum_topk_past_int32_sums_in_float32_order() -> None:
+    # 2**31 + 1 slots of one element, read through stride 0: the sum of ones in float32,
+    # in order, stops growing at 2**24 (topk was an int32 the host module refused).
+    x = torch.ones(1).as_strided((1, 2**31 + 1, 1), (0, 0, 1))
+    assert sycl_kernels.moe_sum(x).tolist() == [[2.0**24]]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize(("tokens", "topk", "hidden"), [(1, 1, 64), (7, 2, 200), (33, 8, 1024)])
 def test_moe_sum_matches_float64(dtype, tokens, topk, hidden) -> None:

@@ -9,6 +9,8 @@ import torch
 
 from .._dtypes import DTYPES, FLOAT_DTYPE_NAMES, DType
 
+# The largest value of an int32_t kernel parameter or int32 index entry.
+INT32_MAX = 2**31 - 1
 # The float dtypes by torch dtype (the table in _dtypes.py is torch-free).
 BY_TORCH: dict[torch.dtype, DType] = {d.torch_dtype: d for d in DTYPES}
 
@@ -194,11 +196,17 @@ def check_bool(op: str, name: str, value: object) -> None:
         raise TypeError(f"{op}(): {name} must be a bool, got {type(value).__name__}")
 
 
-def check_int(op: str, name: str, value: object, *, minimum: int) -> None:
+def check_int(
+    op: str, name: str, value: object, *, minimum: int, maximum: int | None = None
+) -> None:
+    """An int (not bool) in [minimum, maximum]: the maximum is the kernel parameter's C
+    type's where the value goes to one unchanged."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{op}(): {name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{op}(): {name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{op}(): {name} must be at most {maximum}, got {value}")
 
 
 def check_index_range(

@@ -1,10 +1,11 @@
 """sycl_kernels.ops._launch: the one way an op launches its kernel: arguments bound by name.
 
 An op's bind (ops/_op.py) returns ``bind_kernel(spec, like, groups, **values)``: every
-parameter of the spec by its name (jit/<family>.py), never by position, checked
+parameter of the spec by its name (specs/<family>.py), never by position, checked
 against the parameter's C type once per metadata: scalars by value (an int for an
-integer, a float for a float), pointers as an ``Address`` of one of the launch's
-arguments (by default the argument of the parameter's own name). The op then turns
+integer, within its C type's range; a float for a float), pointers as an ``Address``
+of one of the launch's arguments (by default the argument of the parameter's own
+name). The op then turns
 the binding into its launch, which reads only the addresses at each call.
 """
 
@@ -35,6 +36,24 @@ class Address:
     offset: int = 0
 
 
+# The integer parameters' ranges, by signature letter.
+_RANGES = {"i": (-(2**31), 2**31 - 1), "l": (-(2**63), 2**63 - 1)}
+
+
+class ParameterRangeError(ValueError):
+    """An int past its kernel parameter's C type (the host module could not convert it).
+    The op machinery (ops/_op.py) says it in the op's terms."""
+
+    def __init__(self, spec: str, param: str, letter: str, value: int) -> None:
+        low, high = _RANGES[letter]
+        self.spec, self.param, self.ctype, self.value = spec, param, _KINDS[letter], value
+        self.low, self.high = low, high
+        super().__init__(
+            f"binding {spec}: {param} is {self.ctype} but was given {value}; expected a "
+            f"value in [{low}, {high}]"
+        )
+
+
 def _kind_error(name: str, letter: str, value: object) -> str | None:
     """Why `value` cannot be parameter `name` of signature letter `letter`, or None."""
     if letter == "p":
@@ -47,6 +66,16 @@ def _kind_error(name: str, letter: str, value: object) -> str | None:
         return None
     given = f"{type(value).__name__} {value!r}"
     return f"{name} is {_KINDS[letter]} but was given {given}"
+
+
+def _out_of_range(params: Sequence, values: Sequence[object]) -> tuple[str, str, int] | None:
+    """The first integer parameter whose int value its C type cannot hold, or None."""
+    for p, value in zip(params, values, strict=True):
+        if p.letter in _RANGES and type(value) is int:
+            low, high = _RANGES[p.letter]
+            if not low <= value <= high:
+                return p.name, p.letter, value
+    return None
 
 
 class KernelBinding:
@@ -78,6 +107,8 @@ class KernelBinding:
                 *wrong,
             ]
             raise TypeError(f"binding {spec.name}: {'; '.join(problems)}")
+        if (bad := _out_of_range(spec.params, bound)) is not None:
+            raise ParameterRangeError(spec.name, *bad)
         self.spec = spec
         self.device = like.device
         self.groups = groups

@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from ._launch import KernelBinding, Launch, LaunchSequence, ScratchBinding
+from ._launch import KernelBinding, Launch, LaunchSequence, ParameterRangeError, ScratchBinding
 
 OP_NAMESPACE = "sycl_kernels"
 _EMPTY = inspect.Parameter.empty
@@ -336,12 +336,28 @@ class Op:
         )
 
     def _checked_launch(self, args: tuple) -> Launch:
-        bound = self.bind(self.checked(args), *args)
+        plan = self.checked(args)
+        try:
+            bound = self.bind(plan, *args)
+        except ParameterRangeError as error:
+            raise self._range_error(error) from None
         if isinstance(bound, (KernelBinding, ScratchBinding)):
             return bound.launcher(self.launch_names)
         if isinstance(bound, tuple):
             return LaunchSequence([b.launcher(self.launch_names) for b in bound])
         return bound
+
+    def _range_error(self, error: ParameterRangeError) -> ValueError:
+        """A kernel parameter past its C type, in the op's terms: its argument where one
+        has the parameter's name, else the sizes that made it (an op's checks should
+        have refused them first: this is the last line)."""
+        expected = f"expected a value in [{error.low}, {error.high}] ({error.ctype})"
+        if error.param in self._index:
+            return ValueError(f"{self.name}(): {error.param} is {error.value}; {expected}")
+        return ValueError(
+            f"{self.name}(): the arguments make kernel {error.spec}'s {error.param} "
+            f"{error.value}; {expected}"
+        )
 
     def bound_launch(self, args: tuple) -> Launch:
         """bind(check(*args), *args), kept by _metadata_key: the checks and the binding

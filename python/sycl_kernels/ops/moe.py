@@ -39,6 +39,7 @@ from ..specs.moe import (
     moe_sum_spec,
 )
 from ._checks import (
+    INT32_MAX,
     check_disjoint_rows,
     check_float_dtype,
     check_index_range,
@@ -189,7 +190,8 @@ def moe_align_block_size(
     (sorted_token_ids, expert_ids, num_tokens_post_padded), int32.
 
     topk_ids: [tokens, topk] int32/int64, contiguous, each in [0, num_experts).
-    num_experts: 1 .. 1024. block_size: at least 1. expert_map: optional int32
+    num_experts: 1 .. 1024. block_size: 1 .. 2**31 - 1; without the outputs given,
+    numel + num_experts * (block_size - 1) at most 2**31 - 1 too. expert_map: optional int32
     [num_experts], contiguous, each -1 (the expert is not on this rank: its slots are
     left out) or the local id in [0, num_experts) the slot is counted under (an entry
     some slot reads that is neither raises IndexError on CPU tensors).
@@ -209,12 +211,24 @@ def moe_align_block_size(
     check_int(name, "num_experts", num_experts, minimum=1)
     if num_experts > MAX_EXPERTS:
         raise ValueError(f"{name}(): num_experts must be at most {MAX_EXPERTS}, got {num_experts}")
-    check_int(name, "block_size", block_size, minimum=1)
+    check_int(name, "block_size", block_size, minimum=1, maximum=INT32_MAX)
+    # The entries (slot indices, the padding numel, the total) are int32.
+    if topk_ids.numel() > INT32_MAX:
+        raise ValueError(
+            f"{name}(): topk_ids has {topk_ids.numel()} slots; expected at most {INT32_MAX} "
+            "(sorted_token_ids holds them as int32)"
+        )
     if expert_map is not None:
         _check_index(name, "expert_map", expert_map, 1, (torch.int32,))
         check_same_device(name, "expert_map", expert_map, "topk_ids", topk_ids)
         check_shape(name, "expert_map", expert_map.shape, (num_experts,), "[num_experts]")
     sorted_size, blocks = _align_sizes(topk_ids.numel(), num_experts, block_size)
+    if sorted_token_ids is None and sorted_size > INT32_MAX:
+        raise ValueError(
+            f"{name}(): block_size {block_size} with {num_experts} experts makes "
+            f"sorted_token_ids {sorted_size} entries; expected at most {INT32_MAX} "
+            "(numel + num_experts * (block_size - 1), int32 entries)"
+        )
     if sorted_token_ids is not None:
         outputs = (
             ("sorted_token_ids", sorted_token_ids),
@@ -226,6 +240,11 @@ def moe_align_block_size(
             check_same_device(name, out_name, t, "topk_ids", topk_ids)
         assert expert_ids is not None and num_tokens_post_padded is not None
         sorted_size = sorted_token_ids.shape[0]
+        if sorted_size > INT32_MAX:
+            raise ValueError(
+                f"{name}(): sorted_token_ids has {sorted_size} entries; expected at most "
+                f"{INT32_MAX} (the padded total is an int32)"
+            )
         blocks = expert_ids.shape[0]
         needed = -(-sorted_size // block_size)
         if blocks < needed:
