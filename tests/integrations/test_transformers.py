@@ -108,6 +108,15 @@ def _greedy(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
         return model.generate(ids, max_new_tokens=8, min_new_tokens=8, do_sample=False)
 
 
+def _rope_on_kernels(model_type: str, kernel_calls: collections.Counter) -> bool:
+    """Whether the family's module-level rotary function runs apply_rope now."""
+    before = kernel_calls["apply_rope"]
+    q, k = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
+    cos, sin = torch.ones(1, 3, 8), torch.zeros(1, 3, 8)
+    patcher.family(model_type).module.apply_rotary_pos_emb(q, k, cos, sin)
+    return kernel_calls["apply_rope"] > before
+
+
 def _assert_logits_close(got: torch.Tensor, expected: torch.Tensor) -> None:
     scale = expected.abs().max().item()
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * scale)
@@ -143,6 +152,7 @@ def test_patched_model_matches_hugging_face(
     assert sum(": moe_topk softmax" in line for line in report) == routers // (1 + 8)
 
     assert patcher.family(model_type).module.apply_rotary_pos_emb is rope
+    assert not _rope_on_kernels(model_type, kernel_calls)
     assert torch.equal(_logits(model, ids), logits)
 
 
@@ -263,13 +273,14 @@ def test_rotary_function_matches_hugging_face(
         patcher.unpatch_class(model_type)
     assert module.apply_rotary_pos_emb is hf_rope
     assert kernel_calls["apply_rope"] == 1
+    assert not _rope_on_kernels(model_type, kernel_calls)
     assert torch.equal(q, q_before) and torch.equal(k, k_before)  # out of place, as HF's
     eps = torch.finfo(dtype).eps
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e, rtol=2 * eps, atol=2 * eps)
 
 
-def test_two_models_patch_and_unpatch_independently() -> None:
+def test_two_models_patch_and_unpatch_independently(kernel_calls: collections.Counter) -> None:
     first, second = tiny_model("qwen2"), tiny_model("qwen2")
     module = patcher.family("qwen2").module
     hf_rope = module.apply_rotary_pos_emb
@@ -281,10 +292,11 @@ def test_two_models_patch_and_unpatch_independently() -> None:
     # The rotary function is module-level: it stays while `second` is patched.
     assert "forward" not in first.model.norm.__dict__
     assert "forward" in second.model.norm.__dict__
-    assert module.apply_rotary_pos_emb is not hf_rope
+    assert _rope_on_kernels("qwen2", kernel_calls)
     _assert_logits_close(_logits(second, ids), second_logits)
     patcher.unpatch(second)
     assert module.apply_rotary_pos_emb is hf_rope
+    assert not _rope_on_kernels("qwen2", kernel_calls)
     assert torch.equal(_logits(first, ids), first_logits)
     assert torch.equal(_logits(second, ids), second_logits)
 

@@ -39,7 +39,11 @@ What is global: `patch_class` changes the classes, so every model of the family.
 the attention looks up in its modeling module: it is replaced there while at least
 one model of the family is patched (counted per model and per `patch_class`), so an
 unpatched model of the same family uses it too in that time; the last `unpatch`
-puts Hugging Face's function object back.
+puts Hugging Face's function object back. Where Hugging Face's `kernels` has made
+the function a module (`use_kernel_forward_from_hub`, transformers 5.25), that
+module's class `forward` is replaced instead: the attention's own copies of the
+function (`_kernel_funcs`, which a pickle rebuilds from the modeling module's
+object) stay what they were, so a patched model pickles on every transformers.
 
 Generation: `patch_generation(model, sample=False)` (`unpatch_generation` undoes it,
 either way) sets `_get_logits_processor` on the instance, independent of `patch(model)`:
@@ -75,7 +79,6 @@ forward). Details: docs/integrations.md.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import threading
 import weakref
@@ -264,7 +267,33 @@ def _rope_ok(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Ten
     )
 
 
-def _rope_replacement(original: Callable) -> Callable:
+def _rope_or_fallback(
+    fallback: Callable,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    unsqueeze_dim: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    layout = _ROPE_LAYOUTS.get(unsqueeze_dim)
+    if layout is None or not _rope_ok(q, k, cos, sin):
+        return fallback(q, k, cos, sin, unsqueeze_dim)
+    # cos and sin are [batch, seq, rotary_dim] with both halves equal (HF's
+    # rotary embeddings concatenate the frequencies twice); one cache row per token.
+    batch, seq, width = cos.shape
+    half = width // 2
+    cache = torch.cat((cos[..., :half], sin[..., :half]), dim=-1).reshape(batch * seq, width)
+    if cache.dtype not in (torch.float32, q.dtype):
+        cache = cache.float()
+    positions = torch.arange(batch * seq, device=q.device).view(batch, seq)
+    q, k = q.clone(), k.clone()
+    ops.apply_rope(positions, q, k, cache, True, layout=layout)
+    return q, k
+
+
+def _rope_function(original: Callable) -> Callable:
+    """The replacement of a plain module-level `apply_rotary_pos_emb`."""
+
     @functools.wraps(original)
     def apply_rotary_pos_emb(
         q: torch.Tensor,
@@ -273,31 +302,42 @@ def _rope_replacement(original: Callable) -> Callable:
         sin: torch.Tensor,
         unsqueeze_dim: int = 1,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        layout = _ROPE_LAYOUTS.get(unsqueeze_dim)
-        if layout is None or not _rope_ok(q, k, cos, sin):
-            return original(q, k, cos, sin, unsqueeze_dim)
-        # cos and sin are [batch, seq, rotary_dim] with both halves equal (HF's
-        # rotary embeddings concatenate the frequencies twice); one cache row per token.
-        batch, seq, width = cos.shape
-        half = width // 2
-        cache = torch.cat((cos[..., :half], sin[..., :half]), dim=-1).reshape(batch * seq, width)
-        if cache.dtype not in (torch.float32, q.dtype):
-            cache = cache.float()
-        positions = torch.arange(batch * seq, device=q.device).view(batch, seq)
-        q, k = q.clone(), k.clone()
-        ops.apply_rope(positions, q, k, cache, True, layout=layout)
-        return q, k
+        return _rope_or_fallback(original, q, k, cos, sin, unsqueeze_dim)
 
     return apply_rotary_pos_emb
 
 
+def _rope_forward(original: Callable) -> Callable:
+    """The replacement of the `forward` of the module class that Hugging Face's
+    `kernels` makes of an `apply_rotary_pos_emb` decorated `use_kernel_forward_from_hub`
+    (transformers 5.25). The function stays in its modeling module, and the attention's
+    private copies of it (`_kernel_funcs`) stay instances of that class, so a patched
+    model pickles and deep-copies as an unpatched one does."""
+
+    @functools.wraps(original)
+    def forward(
+        self: nn.Module,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        unsqueeze_dim: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _rope_or_fallback(functools.partial(original, self), q, k, cos, sin, unsqueeze_dim)
+
+    return forward
+
+
 @dataclass
 class _Installed:
+    owner: object
+    """The modeling module (its function is replaced) or kernels' class (its forward)."""
+    name: str
     original: Callable
     users: int = 0
 
 
-_ROPE_INSTALLED: dict[str, _Installed] = {}  # modeling module name -> HF's function
+_ROPE_INSTALLED: dict[str, _Installed] = {}  # modeling module name -> what was replaced
 _LOCK = threading.RLock()
 
 
@@ -305,8 +345,14 @@ def _acquire_rope(fam: ModelFamily) -> str:
     module = fam.module
     entry = _ROPE_INSTALLED.get(module.__name__)
     if entry is None:
-        entry = _ROPE_INSTALLED[module.__name__] = _Installed(module.apply_rotary_pos_emb)
-        module.apply_rotary_pos_emb = _rope_replacement(entry.original)
+        hf = module.apply_rotary_pos_emb
+        if isinstance(hf, nn.Module):
+            owner, name, replacement = type(hf), "forward", _rope_forward
+        else:
+            owner, name, replacement = module, "apply_rotary_pos_emb", _rope_function
+        original = getattr(owner, name)
+        entry = _ROPE_INSTALLED[module.__name__] = _Installed(owner, name, original)
+        setattr(owner, name, replacement(original))
     entry.users += 1
     return f"{module.__name__}.apply_rotary_pos_emb"
 
@@ -316,7 +362,7 @@ def _release_rope(module_name: str) -> None:
         entry = _ROPE_INSTALLED[module_name]
         entry.users -= 1
         if entry.users == 0:
-            importlib.import_module(module_name).apply_rotary_pos_emb = entry.original
+            setattr(entry.owner, entry.name, entry.original)
             del _ROPE_INSTALLED[module_name]
 
 
