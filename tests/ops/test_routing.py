@@ -69,6 +69,13 @@ def test_topk_matches_reference(dtype: torch.dtype, experts: int, topk: int, sco
         assert_routes(sycl_kernels.moe_topk(logits, topk, **options), logits, topk, **options)
 
 
+def test_the_largest_config_matches_reference() -> None:
+    """1024 experts, top-32: the kernel's selection rounds are a loop there, not unrolled."""
+    logits = _logits(TOKENS, 1024, torch.bfloat16)
+    options = {"renormalize": True, "routed_scaling_factor": 2.5}
+    assert_routes(sycl_kernels.moe_topk(logits, 32, **options), logits, 32, **options)
+
+
 @pytest.mark.parametrize("bias_dtype", ["float32", "same"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_correction_bias_selects_but_does_not_weigh(dtype: torch.dtype, bias_dtype: str) -> None:
