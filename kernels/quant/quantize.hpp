@@ -9,7 +9,8 @@
 //   given, over the type's maximum, at least scale_min; with kUe8m0 rounded up to a
 //   power of two (at least 2^-126). It is written at the same place.
 // Each value v becomes Quantize(v * (1 / s)), the reciprocal taken once a group in
-// float32; a scale of 0 quantizes every finite value to 0.
+// float32 (InverseScale: also where 1 / s overflows, a subnormal s); a scale of 0
+// quantizes every finite value to 0.
 //
 // How a row's elements are shared among a work-group's work-items (RowWalk) is the same
 // in every pass, so a work-item reads back what it wrote (fused add's residual) without
@@ -122,10 +123,13 @@ struct SiluMulValues {
   }
 };
 
+// 2^-126, the smallest normal float.
+inline constexpr float kSmallestNormal = 1.17549435e-38f;
+
 // The smallest power of two at or above s (at least 2^-126): the scale of an e8m0
 // exponent, exact with integer arithmetic (log2 and exp2 round).
 inline float round_up_to_power_of_two(float s) {
-  const uint32_t bits = ::sycl::bit_cast<uint32_t>(::sycl::fmax(s, 1.17549435e-38f));
+  const uint32_t bits = ::sycl::bit_cast<uint32_t>(::sycl::fmax(s, kSmallestNormal));
   const uint32_t exponent = bits & 0x7f800000u;
   return ::sycl::bit_cast<float>((bits & 0x007fffffu) != 0 ? exponent + 0x00800000u : exponent);
 }
@@ -138,7 +142,21 @@ inline float dynamic_scale(float amax, const float* scale_ub, float scale_min) {
   return kUe8m0 ? round_up_to_power_of_two(scale) : scale;
 }
 
-inline float reciprocal(float scale) { return scale == 0.0f ? 0.0f : 1.0f / scale; }
+// v * (1 / s), the reciprocal taken once. Below 2^-128 1 / s overflows, and v * inf
+// would make NaN of 0 and infinity of values v / s keeps finite: for a subnormal s, v
+// and s are both scaled by 2^32 first (exactly), which keeps the reciprocal finite and
+// gives the same products wherever 1 / s is finite.
+struct InverseScale {
+  float pre, inverse;
+
+  explicit InverseScale(float s) {
+    const bool subnormal = s != 0.0f && ::sycl::fabs(s) < kSmallestNormal;
+    pre = subnormal ? 4294967296.0f : 1.0f;
+    inverse = s == 0.0f ? 0.0f : 1.0f / (s * pre);
+  }
+
+  float operator()(float v) const { return v * pre * inverse; }
+};
 
 // A group's work-items: one sub-group (module comment).
 inline constexpr int kLanes = 16;
@@ -186,13 +204,13 @@ struct RowWalk {
   }
 };
 
-// Stores Quantize(v * inverse_scale) of kVec values at out_row + first.
+// Stores Quantize(inverse(v)) of kVec values at out_row + first.
 template <typename Q, bool kTruncate, int kVec>
 inline void store_quantized(Q* out_row, int first, bool vectorized, const float (&v)[kVec],
-                            float inverse_scale) {
+                            const InverseScale& inverse) {
   Vec<Q, kVec> q;
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) q.v[e] = Quantize<Q, kTruncate>::from(v[e] * inverse_scale);
+  for (int e = 0; e < kVec; ++e) q.v[e] = Quantize<Q, kTruncate>::from(inverse(v[e]));
   if (kVec > 1 && vectorized) {
     store_vec<kVec>(out_row + first, q);
   } else {
@@ -250,7 +268,7 @@ inline void quantize_row(const ::sycl::nd_item<1>& item, const Values& values, Q
       } else {
         scale = scale_row[g * layout.group_stride];
       }
-      const float inverse = reciprocal(scale);
+      const InverseScale inverse(scale);
 #pragma unroll
       for (int k = 0; k < Walk::kVecsPerLane; ++k) {
         store_quantized<Q, kTruncate, kVec>(out_row, Walk::first(lane, g, k), vectorized, v[k],
@@ -258,7 +276,7 @@ inline void quantize_row(const ::sycl::nd_item<1>& item, const Values& values, Q
       }
     }
   } else {
-    float inverse;
+    float scale;
     if constexpr (kDynamic) {
       float amax = 0.0f;
       if constexpr (Values::kKnowsRowMax) {
@@ -272,21 +290,21 @@ inline void quantize_row(const ::sycl::nd_item<1>& item, const Values& values, Q
         });
         amax = group_max<kThreads>(item, amax);
       }
-      const float scale = dynamic_scale<Q, kUe8m0>(amax, layout.ub, layout.min);
+      scale = dynamic_scale<Q, kUe8m0>(amax, layout.ub, layout.min);
       if (tid == 0) scale_row[0] = scale;
-      inverse = reciprocal(scale);
     } else {
-      inverse = reciprocal(scale_row[0]);
+      scale = scale_row[0];
     }
+    const InverseScale inverse(scale);
     for_each_strided<kHidden / kVec, kThreads>(tid, [&](int j) {
       const int first = j * kVec;
       float v[kVec];
       values.template load<kVec>(first, vectorized, v);
       // Static groups smaller than the row that do not split over the lanes (a scale
       // per column, say): each vector lies in one.
-      const float group_inverse =
+      const InverseScale group_inverse =
           kGroup == kHidden ? inverse
-                            : reciprocal(scale_row[(first / kGroup) * layout.group_stride]);
+                            : InverseScale(scale_row[(first / kGroup) * layout.group_stride]);
       store_quantized<Q, kTruncate, kVec>(out_row, first, vectorized, v, group_inverse);
     });
   }

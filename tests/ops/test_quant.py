@@ -240,6 +240,93 @@ def test_a_zero_scale_quantizes_to_zero() -> None:
         assert torch.all(q[1::2].float() == 0) and torch.any(q[0::2].float() != 0)
 
 
+def divided(values: torch.Tensor, scales: torch.Tensor, qdtype: torch.dtype) -> torch.Tensor:
+    """An independent reference: values [..., H] over scales [..., G] (a scale per H / G
+    values) in float64, saturated and rounded to nearest even (NaN: fp8 NaN, int8 0)."""
+    s = scales.double()
+    q = values.double() / s.repeat_interleave(values.shape[-1] // s.shape[-1], dim=-1)
+    if qdtype == FP8:
+        return q.clamp(-448.0, 448.0).to(FP8)
+    return torch.round(q.clamp(-128.0, 127.0)).nan_to_num(0.0).to(INT8)
+
+
+# Values around a subnormal scale: their quotients span both types' ranges and beyond.
+TINY = torch.tensor([[1e-40, -3e-40, 2e-39, 0.0, -0.0, 7e-42, -1e-45, 5e-39]])
+
+
+@pytest.mark.parametrize("qdtype", QDTYPES, ids=str)
+def test_a_subnormal_scale_divides(qdtype: torch.dtype) -> None:
+    # 1 / s overflows float32 below 2^-128: 0 * inf made NaN of 0, x * inf saturated.
+    x = TINY.repeat(1, 4)
+    q, scales = sycl_kernels.dynamic_quantize(x, dtype=qdtype, scale_min=0.0)
+    assert scales.item() == (torch.tensor(5e-39) / references.QUANT_MAX[qdtype]).item()
+    assert scales.item() < 2.0**-128
+    assert_same_q(q, divided(x, scales, qdtype))
+    assert torch.all(q[0, 3:5].float() == 0) and torch.any(q.float().abs() < 100)
+    if qdtype == FP8:
+        assert q[0, :3].float().tolist() == [9.0, -26.0, 176.0]
+    else:
+        assert q[0, :3].tolist() == [3, -8, 51]
+    # Per group, and per tensor (its first kernel's scale given to the second).
+    grouped = torch.cat([x, 1e30 * x], dim=-1).repeat(2, 1)
+    q, scales = sycl_kernels.dynamic_quantize(grouped, dtype=qdtype, group_size=16, scale_min=0.0)
+    assert_same_q(q, divided(grouped, scales, qdtype))
+    q, scale = sycl_kernels.dynamic_quantize_per_tensor(x, dtype=qdtype)
+    assert_same_q(q, divided(x, scale.expand(1, 1), qdtype))
+    # Given scales of every subnormal magnitude, and negative ones.
+    x = torch.randn(4, 64) * torch.tensor([1e-38, 1e-42, 1.0, 1e30])[:, None]
+    scale = torch.tensor([[2.0**-149, -3e-45], [1e-40, 2.0**-127], [1e-41, 1.1e-38], [-5e-39, 1.0]])
+    for truncate in [False, True] if qdtype == INT8 else [False]:
+        q = sycl_kernels.quantize(x, scale, dtype=qdtype, truncate=truncate)
+        want = divided(x, scale, qdtype)
+        if truncate:
+            s = scale.double().repeat_interleave(32, dim=-1)
+            want = torch.trunc((x.double() / s).clamp(-128.0, 127.0)).to(INT8)
+        assert_same_q(q, want)
+
+
+def test_fused_ops_with_a_subnormal_scale_divide() -> None:
+    # A subnormal weight makes the norm's values, and their dynamic scales, subnormal.
+    x, _ = _norm_inputs(torch.float32)
+    tiny = torch.full((HIDDEN,), 1e-41)
+    values, _ = references.rmsnorm_values(x, tiny, 1e-6)
+    scale = torch.tensor([3e-43])
+    for qdtype in QDTYPES:
+        q = sycl_kernels.rmsnorm_quantize(x, tiny, scale, dtype=qdtype)
+        assert_within_a_step((q, scale), (divided(values, scale, qdtype), scale))
+    for group_size in (None, 64):
+        q, scales = sycl_kernels.rmsnorm_dynamic_quantize(
+            x, tiny, group_size=group_size, scale_min=0.0
+        )
+        assert torch.all(scales < 2.0**-128)
+        assert_within_a_step((q, scales), (divided(values, scales, FP8), scales))
+    gate_up = 1e-20 * torch.randn(ROWS, 2 * HIDDEN)
+    values = references.silu_and_mul_values(gate_up)
+    q = sycl_kernels.silu_and_mul_quantize(gate_up, scale)
+    assert_within_a_step((q, scale), (divided(values, scale, FP8), scale))
+    q, scales = sycl_kernels.silu_and_mul_dynamic_quantize(gate_up, dtype=INT8, scale_min=0.0)
+    assert torch.all(scales < 2.0**-120)
+    assert_within_a_step((q, scales), (divided(values, scales, INT8), scales))
+
+
+@pytest.mark.parametrize("qdtype", QDTYPES, ids=str)
+def test_extreme_values_against_division(qdtype: torch.dtype) -> None:
+    # The largest floats, subnormals, zeros of both signs, each group its own mix.
+    big = torch.finfo(torch.float32).max
+    x = torch.randn(4, 128)
+    x[0, :8] = torch.tensor([big, -big, 1e-45, -1e-45, 0.0, -0.0, big / 3, 1.0])
+    x[1, :64] = 1e-45 * torch.randint(-50, 50, (64,))
+    x[2] = big * torch.rand(128)
+    for group_size in (None, 64):
+        q, scales = sycl_kernels.dynamic_quantize(x, dtype=qdtype, group_size=group_size)
+        want_q, want_scales = references.dynamic_quantize(x, qdtype, group_size)
+        assert torch.equal(scales, want_scales)
+        assert_same_q(q, want_q)
+        assert_same_q(q, divided(x, scales, qdtype))
+    qmax = references.QUANT_MAX[qdtype]
+    assert q[0, 0].float() == qmax and q[0, 1].float() == (-448.0 if qdtype == FP8 else -127.0)
+
+
 # Static scales: each form.
 
 
@@ -392,6 +479,40 @@ def test_empty_inputs(op: str) -> None:
         assert sycl_kernels.dynamic_quantize_per_tensor(x, scale_min=0.5)[1].tolist() == [0.5]
     elif scales is not None:
         assert scales.shape == (0, 3, width // 32)
+
+
+@pytest.mark.parametrize("op", DYNAMIC_OPS)
+def test_given_scales_of_no_values_are_written(op: str) -> None:
+    # Per tensor, an empty x; per row, rows of no values: each scale the formula's for
+    # an absolute maximum of 0, scale_min (ue8m0: rounded up), given or new alike.
+    per_tensor = op.endswith("per_tensor")
+    x = torch.empty(0, 64) if per_tensor else torch.empty(3, 0)
+    fn = getattr(sycl_kernels, op)
+    args = (x, torch.ones(0)) if op.startswith("rmsnorm") else (x,)
+    fp8_min = references.default_scale_min(FP8)
+    options = [({}, 0.0 if per_tensor else fp8_min), ({"scale_min": 0.25}, 0.25)]
+    if not per_tensor:
+        options += [({"ue8m0": True}, 2.0**-17), ({"ue8m0": True, "scale_min": 0.0}, 2.0**-126)]
+        options += [({"dtype": INT8}, references.default_scale_min(INT8))]
+    for kwargs, want in options:
+        shape = (1,) if per_tensor else (3, 1)
+        out = torch.empty(x.shape, dtype=kwargs.get("dtype", FP8))
+        scales = torch.full(shape, math.nan)
+        assert fn(*args, **kwargs, out=out, scales=scales)[1] is scales
+        assert scales.tolist() == torch.full(shape, want).tolist(), kwargs
+        assert torch.equal(fn(*args, **kwargs)[1], scales)
+    if not per_tensor:  # per group: no groups, no scales
+        assert fn(*args, group_size=16)[1].shape == (3, 0)
+
+
+def test_rows_too_long_for_the_kernels_are_refused() -> None:
+    # Checked on metadata: fake tensors, whose 2**31 values take no memory.
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        x = torch.empty(1, 2**31)
+        with pytest.raises(ValueError, match=r"^dynamic_quantize\(\): x makes rows of 2147483648"):
+            torch.ops.sycl_kernels.dynamic_quantize(x)
+        with pytest.raises(ValueError, match=r"^silu_and_mul_quantize\(\): x makes rows of"):
+            torch.ops.sycl_kernels.silu_and_mul_quantize(torch.empty(1, 2**31 + 2), torch.ones(1))
 
 
 @pytest.mark.parametrize("op", ["dynamic_quantize", "rmsnorm_dynamic_quantize"])

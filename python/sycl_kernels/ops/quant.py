@@ -4,7 +4,9 @@ gated activation writes its output (kernels/quant/quantize.hpp).
 One family: the values of a row (x itself, rmsnorm(x) or of x + residual, silu(gate) *
 up) are quantized in groups of G consecutive values of the row, each group with a
 float32 scale s, q = saturate(round(v * (1 / s))), the reciprocal taken once a group in
-float32 (a scale of 0 quantizes every finite value to 0).
+float32 (a scale of 0 quantizes every finite value to 0; below 2^-126, where 1 / s may
+overflow, v and s are both scaled by 2^32 first, so 0 stays 0 and the rest round and
+saturate as v / s does). Rows have at most 2^30 values (MAX_HIDDEN).
 
 - Static ops (``quantize``, ``rmsnorm_quantize``, ``silu_and_mul_quantize``) take s:
   one element for the tensor, ``[..., G']`` for each row's G' groups (G' = 1: per
@@ -14,7 +16,8 @@ float32 (a scale of 0 quantizes every finite value to 0).
   (absmax ignores NaN; qmax is 448 for fp8, 127 for int8; scale_min by default
   1 / (qmax * 512), vLLM's), rounded up to a power of two with ``ue8m0``.
   ``dynamic_quantize_per_tensor`` takes the absolute maximum of the whole tensor in
-  a first kernel, then quantizes in a second.
+  a first kernel, then quantizes in a second. No values (an empty x, a row of none):
+  each scale is the formula's for an absolute maximum of 0, given ``scales`` too.
 
 Rounding: fp8 to nearest even as torch's cast, saturating at +-448 (torch's cast
 makes NaN of what exceeds it); NaN stays NaN. int8 to nearest even (``truncate``:
@@ -25,6 +28,7 @@ or 0 (int8); with a finite ``scale_ub`` it saturates instead.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -58,6 +62,11 @@ _BY_TORCH: dict[torch.dtype, QuantDType] = {d.torch_dtype: d for d in QUANT_DTYP
 DEFAULT_SCALE_MIN: dict[torch.dtype, float] = {
     d.torch_dtype: (torch.tensor(1.0) / (d.max * 512)).item() for d in QUANT_DTYPES
 }
+
+
+# The longest row a kernel takes: its element indices, and a work-group's steps past
+# them, are int (kernels/common/loop.hpp).
+MAX_HIDDEN = 2**30
 
 
 class ScaleLayout(NamedTuple):
@@ -207,7 +216,8 @@ def _check_dynamic(
         check_number(op, "scale_min", scale_min, minimum=0)
     check_bool(op, "ue8m0", ue8m0)
     check_bool(op, "column_major_scales", column_major_scales)
-    groups = hidden // group if group else 0
+    # group_size None: one scale a row, a row of no values too.
+    groups = 1 if group_size is None else hidden // group
     rows = 1
     for size in lead:
         rows *= size
@@ -253,6 +263,10 @@ def _row_plan(
     weight: str = "dtype",
 ) -> Plan | None:
     dtype = check_float_dtype(op, "x", x)
+    if hidden > MAX_HIDDEN:
+        raise ValueError(
+            f"{op}(): x makes rows of {hidden} values to quantize; expected at most {MAX_HIDDEN}"
+        )
     lead = tuple(x.shape[:-1])
     shape = (*lead, hidden)
     out_strides = _check_out(op, out, qdtype, x, shape, f"{(*lead, hidden)}")
@@ -311,6 +325,40 @@ def _bind(plan: Plan | None, like: torch.Tensor, scale_min: float | None, **inpu
         middle_size=rows.middle_size,
         inner_size=rows.inner_size,
     )
+
+
+def _empty_scale(scale_min: float, ue8m0: bool) -> float:
+    """The dynamic scale of no values, as the kernels' formula gives it for an absolute
+    maximum of 0: scale_min in float32 (min(0, scale_ub) / qmax is at most 0, scale_min
+    at least 0), with ue8m0 rounded up to a power of two, at least 2^-126."""
+    scale = torch.tensor(scale_min, dtype=torch.float32).item()
+    if not ue8m0 or math.isinf(scale):
+        return scale
+    mantissa, exponent = math.frexp(max(scale, 2.0**-126))
+    exponent -= mantissa == 0.5
+    return math.ldexp(1.0, exponent) if exponent <= 127 else math.inf
+
+
+def _fill_scales(value: float) -> Launch:
+    """The launch of a call with no values but scales to write (the launch's last
+    argument): no kernel, each scale `value`."""
+
+    def fill(*args: torch.Tensor) -> None:
+        args[-1].fill_(value)
+
+    return fill
+
+
+def _no_values(
+    x: torch.Tensor, dtype: torch.dtype, group_size: int | None, scale_min, ue8m0: bool
+) -> Launch:
+    """The launch of a dynamic call with no values: with one scale a row, rows of no
+    values (hidden 0) have theirs written; no rows, no scales."""
+    if group_size is not None or not math.prod(x.shape[:-1]):
+        return skip
+    if scale_min is None:
+        scale_min = DEFAULT_SCALE_MIN[dtype]
+    return _fill_scales(_empty_scale(scale_min, ue8m0))
 
 
 def _x_meta(op: str, x: torch.Tensor) -> tuple[tuple, int, tuple[int, ...]]:
@@ -396,10 +444,17 @@ def _new_q_and_scales(
 
 
 def _bind_dynamic(
-    plan: Plan | None, x: torch.Tensor, dtype, group_size, scale_ub, scale_min, *args: object
+    plan: Plan | None,
+    x: torch.Tensor,
+    dtype,
+    group_size,
+    scale_ub,
+    scale_min,
+    ue8m0,
+    *args: object,
 ) -> KernelBinding | Launch:
     if plan is None:
-        return skip
+        return _no_values(x, dtype, group_size, scale_min, ue8m0)
     return _bind(plan, x, scale_min, **leading_row_values("x", plan.rows.strides[0]))
 
 
@@ -456,9 +511,7 @@ def _new_q_and_scale(
     x: torch.Tensor, dtype: torch.dtype, scale_ub: torch.Tensor | None, scale_min: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     q = torch.empty(x.shape, dtype=dtype, device=x.device)
-    # An empty x launches nothing: its scale is the formula's for an absolute maximum of 0.
-    fill = 0.0 if scale_min is None else float(scale_min)
-    return q, torch.full((1,), fill, dtype=torch.float32, device=x.device)
+    return q, torch.empty((1,), dtype=torch.float32, device=x.device)
 
 
 def _zero_scales(*args: torch.Tensor) -> tuple:
@@ -471,8 +524,8 @@ def _zero_scales(*args: torch.Tensor) -> tuple:
 def _bind_per_tensor(
     plan: Plan | None, x: torch.Tensor, dtype, scale_ub, scale_min, *args: object
 ) -> tuple[KernelBinding, KernelBinding] | Launch:
-    if plan is None:
-        return skip
+    if plan is None:  # an empty x: its scale, given or new, the formula's
+        return _fill_scales(_empty_scale(0.0 if scale_min is None else scale_min, False))
     rows = plan.rows
     x_strides = leading_row_values("x", rows.strides[0])
     first = bind_kernel(
@@ -503,8 +556,9 @@ def dynamic_quantize_per_tensor(
 
     Two kernels on the queue, no host round trip: the absolute maximum, then the
     quantization. scale_ub: optional float32 tensor of one element; scale_min: None for
-    0 (an all-zero x has scale 0 and quantizes to 0). out and scales (one float32
-    element): optional, given together.
+    0 (an all-zero x has scale 0 and quantizes to 0; an empty x has scale scale_min,
+    written into given scales too). out and scales (one float32 element): optional,
+    given together.
     """
     name = "dynamic_quantize_per_tensor"
     qdtype = _check_dtype(name, dtype, False)
@@ -648,10 +702,11 @@ def _bind_rmsnorm_dynamic(
     group_size,
     scale_ub,
     scale_min,
+    ue8m0,
     *args: object,
 ) -> KernelBinding | Launch:
     if plan is None:
-        return skip
+        return _no_values(x, dtype, group_size, scale_min, ue8m0)
     return _bind_norm(plan, x, eps, scale_min)
 
 
@@ -800,10 +855,17 @@ def _new_half_q_and_scales(
 
 
 def _bind_silu_dynamic(
-    plan: Plan | None, x: torch.Tensor, dtype, group_size, scale_ub, scale_min, *args: object
+    plan: Plan | None,
+    x: torch.Tensor,
+    dtype,
+    group_size,
+    scale_ub,
+    scale_min,
+    ue8m0,
+    *args: object,
 ) -> KernelBinding | Launch:
     if plan is None:
-        return skip
+        return _no_values(x, dtype, group_size, scale_min, ue8m0)
     return _bind_halves(plan, x, scale_min)
 
 
