@@ -99,6 +99,40 @@ def test_vllm_grouped_topk(dtype: torch.dtype, scoring_func: int) -> None:
         vllm.grouped_topk(logits, 8, 4, 8, True, 2.5, bias, 2)
 
 
+def _vllm_grouped_topk_native(scores, n_group, topk_group, topk, renormalize, factor):
+    """vLLM's torch-native grouped_topk without e_score_correction_bias (fused_moe's
+    cpu_fused_moe.py): groups scored by their best, the top-k of the kept groups."""
+    tokens = scores.shape[0]
+    group_scores = scores.view(tokens, n_group, -1).max(dim=-1).values
+    group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+    per_group = scores.shape[1] // n_group
+    score_mask = group_mask.unsqueeze(-1).expand(tokens, n_group, per_group).reshape(tokens, -1)
+    weights, ids = torch.topk(scores.masked_fill(~score_mask.bool(), float("-inf")), k=topk)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights * factor, ids
+
+
+@pytest.mark.parametrize("scoring_func", [0, 1])
+def test_vllm_grouped_topk_without_bias(scoring_func: int) -> None:
+    """bias None: the plain scores, groups by their best (vLLM's torch-native form)."""
+    logits = _logits(256, torch.float32)
+    if scoring_func == 0:
+        logits = torch.softmax(logits, dim=-1)
+    weights, ids = vllm.grouped_topk(logits, 8, 4, 8, True, 2.5, None, scoring_func)
+    scores = logits.double() if scoring_func == 0 else logits.double().sigmoid()
+    want_weights, want_ids = _vllm_grouped_topk_native(scores, 8, 4, 8, True, 2.5)
+    order, want_order = ids.long().sort(dim=-1), want_ids.sort(dim=-1)
+    assert torch.equal(order.values, want_order.values)
+    torch.testing.assert_close(
+        weights.double().gather(1, order.indices),
+        want_weights.gather(1, want_order.indices),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
 # sgl_kernel.
 
 

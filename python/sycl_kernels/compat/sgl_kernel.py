@@ -3,8 +3,12 @@
 An engine's XPU branch imports these in place of ``sgl_kernel`` (and calls
 ``rotary_embedding`` in place of ``torch.ops.sgl_kernel.rotary_embedding``): the
 names, argument order, defaults, return values and in-place contract are
-sgl_kernel's. Points where the behaviour could be read two ways, and the reading
-taken here:
+sgl_kernel's. An argument that cannot be taken raises TypeError or ValueError
+(IndexError for an index out of range on CPU tensors) naming sgl_kernel's argument
+and what was expected: a core op's error is re-worded in the function's own names
+(``compat._args.engine_names``; ``store_cache_xpu``'s ``indices``, not the core op's
+``slot_mapping``), and the outputs this module re-views itself are checked before.
+Points where the behaviour could be read two ways, and the reading taken here:
 
 - ``fused_add_rmsnorm`` / ``gemma_fused_add_rmsnorm``: ``residual`` receives
   ``input + residual`` rounded to the dtype, and ``input`` receives the norm of the
@@ -73,15 +77,19 @@ taken here:
   power too small); byte = exponent + 127. The float scales go to a temporary and
   are converted (``(bits >> 23) & 0xff``) and stored with torch ops.
 - Scale layouts, from ``output_s``'s dtype and strides as sgl's kernels read them:
-  float32 row-major: ``t * G + g`` (strides otherwise ignored, as sgl). float32
-  column-major (stride(-2) < stride(-1)): v1 ``t + g * stride(1)`` (a TMA-aligned
-  tensor's padding rows not written); v2 interleaved: scale (t, g) at the [T, G]
-  position (f // G, f % G) of f = t + g * T, i.e. element ``f // G + (f % G) *
-  stride(-1)``. UE8M0 row-major: uint8 bytes at ``t * G + g``. UE8M0 column-major:
-  int32 words of 4 bytes (DeepGEMM's layout), byte g % 4 of word ``(g // 4) *
+  float32 row-major: ``t * G + g`` (output_s must have strides (G, 1) where a size
+  exceeds 1, where sgl ignores them and writes past an expanded or sliced one).
+  float32 column-major (stride(-2) < stride(-1)): v1 ``t + g * stride(1)`` (a
+  TMA-aligned tensor's padding rows not written); v2 interleaved: scale (t, g) at the
+  [T, G] position (f // G, f % G) of f = t + g * T, i.e. element ``f // G + (f % G) *
+  stride(-1)``; column-major output_s must have stride(-2) 1 and its own memory per
+  element. UE8M0 row-major: uint8 bytes at ``t * G + g`` of a dense output_s. UE8M0
+  column-major: int32 words of 4 bytes (DeepGEMM's layout), byte g % 4 of word ``(g // 4) *
   stride(1) + t`` (v1) or of the interleaved position (v2); v1 leaves the unused
   bytes of a row's last word alone, v2 zeroes them. output_s's shape must fit
-  ([T, G], or [T, >= ceil(G / 4)] words) where sgl checks only its dimensions.
+  ([T, G], or [T, >= ceil(G / 4)] words) where sgl checks only its dimensions, and
+  output_q input's shape (its last dimension halved with fuse_silu_and_mul).
+  group_size must be an int dividing the last dimension (v1 and v2).
 - ``fuse_silu_and_mul`` (v2): ``silu(gate)`` rounded to the input's dtype, times
   ``up`` rounded to it (sgl's kernel), gate and up the halves of ``input``.
 - ``masked_m`` (v2): input ``[experts, tokens, ...]``, output_s ``[experts, ...]``
@@ -196,6 +204,15 @@ from dataclasses import dataclass
 import torch
 
 from .. import ops
+from ..ops._checks import check_int, check_tensor
+from ._args import (
+    check_dense,
+    check_group_size,
+    check_output,
+    check_own_memory,
+    check_strides,
+    engine_names,
+)
 from ._heads import split_heads
 
 __all__ = [
@@ -234,6 +251,7 @@ __all__ = [
 ]
 
 
+@engine_names(x="input")
 def rmsnorm(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -245,6 +263,7 @@ def rmsnorm(
     return ops.rmsnorm(input, weight, eps, out)
 
 
+@engine_names(x="input")
 def fused_add_rmsnorm(
     input: torch.Tensor,
     residual: torch.Tensor,
@@ -256,6 +275,7 @@ def fused_add_rmsnorm(
     ops.fused_add_rmsnorm(input, residual, weight, eps, rounded_sum=False)
 
 
+@engine_names(x="input")
 def gemma_rmsnorm(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -267,6 +287,7 @@ def gemma_rmsnorm(
     return ops.gemma_rmsnorm(input, weight, eps, out)
 
 
+@engine_names(x="input")
 def gemma_fused_add_rmsnorm(
     input: torch.Tensor,
     residual: torch.Tensor,
@@ -278,6 +299,7 @@ def gemma_fused_add_rmsnorm(
     ops.gemma_fused_add_rmsnorm(input, residual, weight, eps, rounded_sum=False)
 
 
+@engine_names()
 def fused_inplace_qknorm(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -290,16 +312,19 @@ def fused_inplace_qknorm(
     ops.qknorm(q, k, q_weight, k_weight, eps)
 
 
+@engine_names(x="input")
 def silu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """silu(input[..., :d]) * input[..., d:]; returns out."""
     return ops.silu_and_mul(input, out)
 
 
+@engine_names(x="input")
 def gelu_and_mul(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """gelu(input[..., :d]) * input[..., d:], gelu's erf form; returns out."""
     return ops.gelu_and_mul(input, out)
 
 
+@engine_names(x="input")
 def gelu_tanh_and_mul(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """gelu(input[..., :d]) * input[..., d:], gelu's tanh approximation; returns out."""
     return ops.gelu_tanh_and_mul(input, out)
@@ -322,6 +347,14 @@ class FusedSetKVBufferArg:
     cache_loc: torch.Tensor
 
 
+@engine_names(
+    q="query",
+    k="key",
+    v="fused_set_kv_buffer_arg.value",
+    k_cache="fused_set_kv_buffer_arg.k_buffer",
+    v_cache="fused_set_kv_buffer_arg.v_buffer",
+    out_loc="fused_set_kv_buffer_arg.cache_loc",
+)
 def apply_rope_with_cos_sin_cache_inplace(
     positions: torch.Tensor,
     query: torch.Tensor,
@@ -354,6 +387,7 @@ def apply_rope_with_cos_sin_cache_inplace(
     _rotate(op, positions, query, key, head_size, cos_sin_cache, is_neox, **kv)
 
 
+@engine_names(q="query", k="key")
 def rotary_embedding(
     positions: torch.Tensor,
     query: torch.Tensor,
@@ -440,39 +474,57 @@ def _check_scale_shape(op: str, output_s: torch.Tensor, shape: tuple, what: str)
         )
 
 
-def _row_major_bytes(op: str, output_s: torch.Tensor, shape: tuple) -> torch.Tensor:
-    """output_s (1-byte elements) as a row-major uint8 tensor of shape, its strides
-    ignored as sgl's kernels do."""
-    if output_s.element_size() != 1:
-        raise ValueError(
-            f"{op}(): row-major UE8M0 scales are bytes; output_s has dtype {output_s.dtype} "
-            "(expected torch.uint8)"
-        )
-    _check_scale_shape(op, output_s, shape, "tokens, groups")
+def _row_major_bytes(output_s: torch.Tensor, shape: tuple) -> torch.Tensor:
+    """output_s (1-byte elements, dense: _check_scales_out) as a row-major uint8 tensor
+    of shape, its strides ignored as sgl's kernels do."""
     flat = output_s.as_strided((1,), (1,), 0).view(torch.uint8)
     strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
     return flat.as_strided(shape, strides, output_s.storage_offset())
 
 
-def _write_packed(
-    op: str, output_s: torch.Tensor, scale_bytes: torch.Tensor, zero_tail: bool
+def _check_scales_out(
+    op: str, output_s: torch.Tensor, lead: tuple, groups: int, column: bool, ue8m0: bool
 ) -> None:
+    """output_s fits the layout it is written in (the module doc), checked before
+    anything is written: its dtype's size and shape, and strides that keep what is
+    written within its own elements (sgl's kernels address it by the layout alone)."""
+    if ue8m0 and column:
+        words = -(-groups // 4)
+        if output_s.element_size() != 4:
+            raise ValueError(
+                f"{op}(): column-major UE8M0 scales are packed 4 a word; output_s has dtype "
+                f"{output_s.dtype} (expected torch.int32)"
+            )
+        if tuple(output_s.shape[:-1]) != lead or output_s.shape[-1] < words:
+            raise ValueError(
+                f"{op}(): output_s has shape {tuple(output_s.shape)}; expected "
+                f"[{', '.join(map(str, lead))}, >= {words}] (tokens, words of 4 groups)"
+            )
+    else:
+        if ue8m0 and output_s.element_size() != 1:
+            raise ValueError(
+                f"{op}(): row-major UE8M0 scales are bytes; output_s has dtype "
+                f"{output_s.dtype} (expected torch.uint8)"
+            )
+        _check_scale_shape(op, output_s, (*lead, groups), "tokens, groups")
+    if column:
+        layout = "column-major: t + column * stride(-1)"
+        check_strides(op, "output_s", output_s, (None,) * (len(lead) - 1) + (1, None), layout)
+        check_own_memory(op, "output_s", output_s)
+    elif ue8m0:
+        check_dense(op, "output_s", output_s, "row-major bytes")
+    else:
+        strides = (lead[-1] * groups, groups, 1)[-len(lead) - 1 :]
+        check_strides(op, "output_s", output_s, strides, "row-major: t * groups + g")
+
+
+def _write_packed(output_s: torch.Tensor, scale_bytes: torch.Tensor, zero_tail: bool) -> None:
     """Stores UE8M0 bytes [experts, tokens, groups] in DeepGEMM's packed layout: 4 a
     32-bit word, (t, g) in word (g // 4) * output_s.stride(-1) + t (+ e * stride(0)),
-    byte g % 4 (by address). zero_tail: the unused bytes of each row's last word are
-    zeroed (v2), else left alone (v1)."""
+    byte g % 4 (by address), output_s checked by _check_scales_out. zero_tail: the unused
+    bytes of each row's last word are zeroed (v2), else left alone (v1)."""
     experts, tokens, groups = scale_bytes.shape
     words = -(-groups // 4)
-    if output_s.element_size() != 4:
-        raise ValueError(
-            f"{op}(): column-major UE8M0 scales are packed 4 a word; output_s has dtype "
-            f"{output_s.dtype} (expected torch.int32)"
-        )
-    if output_s.shape[-2] != tokens or output_s.shape[-1] < words:
-        raise ValueError(
-            f"{op}(): output_s has shape {tuple(output_s.shape)}; expected [..., {tokens}, "
-            f">= {words}] (tokens, words of 4 groups)"
-        )
     expert_stride = output_s.stride(0) if output_s.dim() == 3 else 0
     flat = output_s.as_strided((1,), (1,), 0).view(torch.uint8)
     packed = flat.as_strided(
@@ -489,6 +541,36 @@ def _write_packed(
     packed[:, :, :full].copy_(scale_bytes[..., : 4 * full].reshape(experts, tokens, full, 4))
     if groups % 4:
         packed[:, :, full, : groups % 4].copy_(scale_bytes[..., 4 * full :])
+
+
+def _check_io(
+    op: str, input: torch.Tensor, output_q: torch.Tensor, output_s: torch.Tensor, fused: bool
+) -> None:
+    """input and the outputs: tensors on input's device, output_q of input's shape (its
+    last dimension halved when fused, silu(gate) * up); the core op checks what it is
+    given again, the compat layer re-views output_q and output_s first."""
+    check_tensor(op, "input", input)
+    check_output(op, "output_q", output_q, tuple(_RANGE), input)
+    check_output(op, "output_s", output_s, None, input)
+    if input.dim() == 0:
+        raise ValueError(f"{op}(): input is a 0-d tensor; expected [..., hidden]")
+    shape = (*input.shape[:-1], input.shape[-1] // 2 if fused else input.shape[-1])
+    if tuple(output_q.shape) != shape:
+        raise ValueError(
+            f"{op}(): output_q has shape {tuple(output_q.shape)}; expected {shape} "
+            f"(input's{', its last dimension halved' if fused else ''})"
+        )
+
+
+def _q_rows(op: str, output_q: torch.Tensor) -> torch.Tensor:
+    """output_q [..., hidden] as the [rows, hidden] view written."""
+    try:
+        return output_q.view(-1, output_q.shape[-1])
+    except RuntimeError:  # strides that merge no leading dimensions
+        raise ValueError(
+            f"{op}(): output_q of shape {tuple(output_q.shape)} and strides "
+            f"{output_q.stride()} cannot be viewed as [rows, hidden] (call .contiguous())"
+        ) from None
 
 
 def _quantize_groups(
@@ -520,6 +602,7 @@ def _quantize_groups(
     return scales
 
 
+@engine_names(x="input", out="output_q", scales="output_s")
 def sgl_per_token_group_quant_8bit(
     input: torch.Tensor,
     output_q: torch.Tensor,
@@ -560,30 +643,29 @@ def sgl_per_token_group_quant_8bit(
         raise AssertionError("only v2 support masked_m")
     op = "sgl_kernel.sgl_per_token_group_quant_8bit"
     qmax = _check_range(op, output_q, fp8_min, fp8_max)
+    _check_io(op, input, output_q, output_s, fused=False)
     if output_s.dim() != 2:
         raise ValueError(f"{op}(): output_s is {output_s.dim()}-D; expected 2-D")
     hidden = input.shape[-1]
-    if group_size < 1 or hidden % group_size:
-        raise ValueError(f"{op}(): group_size {group_size} does not divide hidden {hidden}")
+    groups = hidden // check_group_size(op, group_size, hidden)
     if input.numel() == 0:
         return
-    x, q = _rows(input), output_q.view(-1, hidden)
-    tokens, groups = x.shape[0], hidden // group_size
+    x, q = _rows(input), _q_rows(op, output_q)
+    tokens = x.shape[0]
     column = output_s.stride(0) < output_s.stride(1)
+    _check_scales_out(op, output_s, (tokens,), groups, column, scale_ue8m0)
     scale_min = _scale_min(eps, qmax, scale_ue8m0)
     if not scale_ue8m0:
-        _check_scale_shape(op, output_s, (tokens, groups), "tokens, groups")
-        strides = (1, output_s.stride(1)) if column else (groups, 1)
-        scales = output_s.as_strided((tokens, groups), strides)
-        _quantize_groups(x, q, group_size, scale_min, False, False, scales)
+        _quantize_groups(x, q, group_size, scale_min, False, False, output_s)
         return
     scale_bytes = _ue8m0_bytes(_quantize_groups(x, q, group_size, scale_min, True, False, None))
     if column:
-        _write_packed(op, output_s, scale_bytes.unsqueeze(0), zero_tail=False)
+        _write_packed(output_s, scale_bytes.unsqueeze(0), zero_tail=False)
     else:
-        _row_major_bytes(op, output_s, (tokens, groups)).copy_(scale_bytes)
+        _row_major_bytes(output_s, (tokens, groups)).copy_(scale_bytes)
 
 
+@engine_names(x="input", out="output_q", scales="output_s")
 def sgl_per_token_group_quant_8bit_v2(
     input: torch.Tensor,
     output_q: torch.Tensor,
@@ -605,8 +687,10 @@ def sgl_per_token_group_quant_8bit_v2(
     qmax = _check_range(op, output_q, fp8_min, fp8_max)
     if not abs(_V2_EPS - eps) < 1e-13:
         raise ValueError(f"{op}(): eps is {eps}; the v2 kernel takes 1e-10 only")
+    _check_io(op, input, output_q, output_s, fused=fuse_silu_and_mul)
     if input.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"{op}(): input has dtype {input.dtype}; expected float16 or bfloat16")
+    check_group_size(op, group_size, output_q.shape[-1])
     if group_size not in _V2_GROUP_SIZES:
         raise ValueError(f"{op}(): group_size is {group_size}; expected one of {_V2_GROUP_SIZES}")
     if input.numel() == 0:
@@ -624,33 +708,26 @@ def sgl_per_token_group_quant_8bit_v2(
             )
         x, q = input, output_q
     else:
-        x, q = _rows(input), output_q.view(-1, hidden)
-    if hidden % group_size:
-        raise ValueError(f"{op}(): group_size {group_size} does not divide hidden {hidden}")
+        x, q = _rows(input), _q_rows(op, output_q)
     experts = x.shape[0] if masked else 1
     tokens, groups = q.shape[-2], hidden // group_size
     scale_min = _scale_min(eps, qmax, scale_ue8m0)
     column = output_s.stride(-2) < output_s.stride(-1)
     lead = (experts, tokens) if masked else (tokens,)
+    _check_scales_out(op, output_s, lead, groups, column, scale_ue8m0)
     if not column and not scale_ue8m0:
-        _check_scale_shape(op, output_s, (*lead, groups), "tokens, groups")
-        strides = (tokens * groups, groups, 1)[-len(lead) - 1 :]
-        scales = output_s.as_strided((*lead, groups), strides)
-        _quantize_groups(x, q, group_size, scale_min, False, fuse_silu_and_mul, scales)
+        _quantize_groups(x, q, group_size, scale_min, False, fuse_silu_and_mul, output_s)
         return
     scales = _quantize_groups(x, q, group_size, scale_min, scale_ue8m0, fuse_silu_and_mul, None)
     scales = scales.view(experts, tokens, groups)
     if not column:
-        _row_major_bytes(op, output_s, (*lead, groups)).copy_(
-            _ue8m0_bytes(scales).view(*lead, groups)
-        )
+        _row_major_bytes(output_s, (*lead, groups)).copy_(_ue8m0_bytes(scales).view(*lead, groups))
         return
     # Interleaved: scale (t, g) at the position (f // groups, f % groups), f = t + g * tokens.
     interleaved = scales.transpose(1, 2).reshape(experts, tokens, groups)
     if scale_ue8m0:
-        _write_packed(op, output_s, _ue8m0_bytes(interleaved), zero_tail=True)
+        _write_packed(output_s, _ue8m0_bytes(interleaved), zero_tail=True)
         return
-    _check_scale_shape(op, output_s, (*lead, groups), "tokens, groups")
     expert_stride = output_s.stride(0) if masked else 0
     view = output_s.as_strided((experts, tokens, groups), (expert_stride, 1, output_s.stride(-1)))
     view.copy_(interleaved)
@@ -661,16 +738,16 @@ sgl_per_token_group_quant_fp8 = sgl_per_token_group_quant_8bit
 sgl_per_token_group_quant_int8 = sgl_per_token_group_quant_8bit
 
 
+@engine_names(x="input", out="output_q", scales="output_s", scale="output_s")
 def sgl_per_tensor_quant_fp8(
     input: torch.Tensor, output_q: torch.Tensor, output_s: torch.Tensor, is_static: bool
 ) -> None:
     """output_q = fp8(input * (1 / scale)): is_static, scale = output_s (one float32
     element), else scale = absmax(input) / 448 written into output_s."""
     op = "sgl_kernel.sgl_per_tensor_quant_fp8"
-    if output_q.dtype != torch.float8_e4m3fn:
-        raise TypeError(
-            f"{op}(): output_q has dtype {output_q.dtype}; expected torch.float8_e4m3fn"
-        )
+    check_tensor(op, "input", input)
+    check_output(op, "output_q", output_q, (torch.float8_e4m3fn,), input)
+    check_output(op, "output_s", output_s, (torch.float32,), input)
     if is_static:
         ops.quantize(input, output_s.reshape(-1)[:1], dtype=output_q.dtype, out=output_q)
     else:
@@ -679,16 +756,16 @@ def sgl_per_tensor_quant_fp8(
         )
 
 
+@engine_names(x="input", out="output_q", scales="output_s")
 def sgl_per_token_quant_fp8(
     input: torch.Tensor, output_q: torch.Tensor, output_s: torch.Tensor
 ) -> None:
     """Per token: output_s[t] = absmax / 448 (0 for an all-zero row, quantized to 0);
     output_q = fp8(input * (1 / output_s[t])). output_s: float32 [tokens] or [tokens, 1]."""
     op = "sgl_kernel.sgl_per_token_quant_fp8"
-    if output_q.dtype != torch.float8_e4m3fn:
-        raise TypeError(
-            f"{op}(): output_q has dtype {output_q.dtype}; expected torch.float8_e4m3fn"
-        )
+    check_tensor(op, "input", input)
+    check_output(op, "output_q", output_q, (torch.float8_e4m3fn,), input)
+    check_output(op, "output_s", output_s, (torch.float32,), input)
     lead = tuple(input.shape[:-1])
     if output_s.numel() != math.prod(lead):
         raise ValueError(
@@ -705,6 +782,9 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
 
 
+@engine_names(
+    key="k", value="v", key_cache="k_cache", value_cache="v_cache", slot_mapping="indices"
+)
 def store_cache_xpu(
     k: torch.Tensor,
     v: torch.Tensor,
@@ -730,6 +810,7 @@ def store_cache_xpu(
     )
 
 
+@engine_names(expert_ids="experts_ids", num_tokens_post_padded="num_tokens_post_pad")
 def moe_align_block_size(
     topk_ids: torch.Tensor,
     num_experts: int,
@@ -741,6 +822,17 @@ def moe_align_block_size(
     pad_sorted_token_ids: bool = False,
 ) -> None:
     """sgl_kernel's ``moe_align_block_size``, in place (module doc)."""
+    op = "sgl_kernel.moe_align_block_size"
+    check_tensor(op, "topk_ids", topk_ids)
+    check_int(op, "num_experts", num_experts, minimum=1)
+    # Written here with torch ops, after the core op: checked before it runs.
+    check_output(op, "cumsum_buffer", cumsum_buffer, (torch.int32,), topk_ids, "topk_ids")
+    if cumsum_buffer.dim() != 1 or cumsum_buffer.shape[0] < num_experts + 1:
+        raise ValueError(
+            f"{op}(): cumsum_buffer has shape {tuple(cumsum_buffer.shape)}; expected "
+            f"[>= {num_experts + 1}] (num_experts + 1)"
+        )
+    check_own_memory(op, "cumsum_buffer", cumsum_buffer[: num_experts + 1])
     buckets = topk_ids + 1
     ops.moe_align_block_size(
         buckets,
@@ -757,6 +849,7 @@ def moe_align_block_size(
     cumsum_buffer[1 : num_experts + 1] = padded.cumsum(0)
 
 
+@engine_names(x="input_tensor", out="output_tensor", scale="routed_scaling_factor")
 def moe_sum_reduce(
     input_tensor: torch.Tensor, output_tensor: torch.Tensor, routed_scaling_factor: float = 0
 ) -> None:
@@ -764,6 +857,7 @@ def moe_sum_reduce(
     ops.moe_sum(input_tensor, scale=float(routed_scaling_factor), out=output_tensor)
 
 
+@engine_names(x="input_tensor", out="output_tensor")
 def moe_sum(input_tensor: torch.Tensor, output_tensor: torch.Tensor) -> None:
     """sgl_kernel's ``moe_sum``, in place (module doc)."""
     ops.moe_sum(input_tensor, out=output_tensor)
@@ -772,6 +866,7 @@ def moe_sum(input_tensor: torch.Tensor, output_tensor: torch.Tensor) -> None:
 # MoE routing (module doc).
 
 
+@engine_names()
 def topk_softmax(
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
@@ -780,10 +875,46 @@ def topk_softmax(
 ) -> None:
     """sgl_kernel's ``topk_softmax``: each token's top-k experts of softmax(gating_output),
     written into topk_weights and topk_ids (module doc)."""
-    topk = topk_weights.shape[-1]
+    op = "sgl_kernel.topk_softmax"
+    topk = _routed_slots(op, "topk_weights", topk_weights, "topk_ids", topk_ids, 0)
     ops.moe_topk(
         gating_output, topk, renormalize=renormalize, topk_weights=topk_weights, topk_ids=topk_ids
     )
+
+
+def _routed_slots(
+    op: str,
+    weights_name: str,
+    weights: torch.Tensor,
+    ids_name: str,
+    ids: torch.Tensor,
+    shared: int,
+) -> int:
+    """The number of routed slots of the outputs [tokens, topk] (2-D, one shape, their
+    own memory: the shared slots are written here with torch ops; the core op checks the
+    routed slots' dtype, device and tokens), at least 1."""
+    for name, t in ((weights_name, weights), (ids_name, ids)):
+        check_tensor(op, name, t)
+        if t.dim() != 2:
+            raise ValueError(f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, topk]")
+        check_own_memory(op, name, t)
+    if ids.shape != weights.shape:
+        raise ValueError(
+            f"{op}(): {ids_name} has shape {tuple(ids.shape)}; expected {weights_name}'s, "
+            f"{tuple(weights.shape)}"
+        )
+    return _routed_count(op, weights.shape[1], shared)
+
+
+def _routed_count(op: str, topk: int, shared: int) -> int:
+    """topk - shared, the routed slots: at least 1."""
+    check_int(op, "topk", topk, minimum=1)
+    check_int(op, "num_fused_shared_experts", shared, minimum=0)
+    if topk - shared < 1:
+        raise ValueError(
+            f"{op}(): num_fused_shared_experts is {shared}; expected fewer than topk, {topk}"
+        )
+    return topk - shared
 
 
 def _shared_slots(
@@ -796,6 +927,7 @@ def _shared_slots(
     ids[:, routed:] = torch.arange(experts, experts + shared, dtype=ids.dtype, device=ids.device)
 
 
+@engine_names()
 def topk_sigmoid(
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
@@ -807,13 +939,15 @@ def topk_sigmoid(
 ) -> None:
     """sgl_kernel's ``topk_sigmoid``: each token's top-k experts of sigmoid(gating_output)
     (+ correction_bias for the ranking), in place (module doc: scaling, shared experts)."""
+    op = "sgl_kernel.topk_sigmoid"
     if num_fused_shared_experts not in (0, 1):
         raise ValueError(
-            f"topk_sigmoid(): num_fused_shared_experts is {num_fused_shared_experts!r}; "
+            f"{op}(): num_fused_shared_experts is {num_fused_shared_experts!r}; "
             "expected 0 or 1 (sgl writes one shared slot)"
         )
-    topk = topk_weights.shape[-1]
-    routed = topk - num_fused_shared_experts
+    routed = _routed_slots(
+        op, "topk_weights", topk_weights, "topk_ids", topk_ids, num_fused_shared_experts
+    )
     factor = float(routed_scaling_factor)
     ops.moe_topk(
         gating_output,
@@ -852,6 +986,7 @@ def _scaled(
         weights.mul_(factor)
 
 
+@engine_names(gating_output="input_tensor", correction_bias="bias")
 def moe_fused_gate(
     input_tensor: torch.Tensor,
     bias: torch.Tensor | None,
@@ -871,7 +1006,7 @@ def moe_fused_gate(
         raise ValueError(
             f"Unknown scoring_func '{scoring_func}', must be one of ['sigmoid', 'softmax']"
         )
-    routed = topk - num_fused_shared_experts
+    routed = _routed_count("sgl_kernel.moe_fused_gate", topk, num_fused_shared_experts)
     weights = torch.empty(
         (input_tensor.shape[0], topk), dtype=torch.float32, device=input_tensor.device
     )
@@ -899,6 +1034,9 @@ def moe_fused_gate(
     return weights, ids
 
 
+@engine_names(
+    gating_output="input_tensor", correction_bias="bias", topk_weights="output", topk_ids="indices"
+)
 def biased_topk(
     input_tensor: torch.Tensor,
     bias: torch.Tensor,
@@ -920,7 +1058,12 @@ def biased_topk(
         raise ValueError(
             f"Unknown scoring_func '{scoring_func}', must be one of ['sigmoid', 'sqrtsoftplus']"
         )
-    routed = topk - num_fused_shared_experts
+    op = "sgl_kernel.biased_topk"
+    routed = _routed_slots(op, "output", output, "indices", indices, num_fused_shared_experts)
+    if output.shape[1] != topk:
+        raise ValueError(
+            f"{op}(): output has shape {tuple(output.shape)}; expected [tokens, {topk}] (topk)"
+        )
     ops.moe_topk(
         input_tensor,
         routed,
@@ -956,6 +1099,7 @@ def _seed(generator: torch.Generator | None, probs: torch.Tensor) -> torch.Tenso
     return None if generator is None else ops.sampling.philox_seed(generator, probs.device)
 
 
+@engine_names(top_k_per_row="top_k")
 def top_k_renorm_probs(probs: torch.Tensor, top_k: torch.Tensor | int) -> torch.Tensor:
     """sgl_kernel's ``top_k_renorm_probs``: each row kept to its top_k largest entries
     (ties with the k-th all kept) and renormalized, float32 (module doc)."""
@@ -965,6 +1109,7 @@ def top_k_renorm_probs(probs: torch.Tensor, top_k: torch.Tensor | int) -> torch.
     return ops.top_k_renorm_probs(probs, top_k)
 
 
+@engine_names(top_p_per_row="top_p")
 def top_p_renorm_probs(probs: torch.Tensor, top_p: torch.Tensor | float) -> torch.Tensor:
     """sgl_kernel's ``top_p_renorm_probs``: each row kept to its top-p nucleus and
     renormalized, float32 (module doc)."""
@@ -998,6 +1143,7 @@ def _sample(
     return ops.sample_from_probs(probs, indices=indices, seed=_seed(generator, probs), **filters)
 
 
+@engine_names(top_p_per_row="top_p")
 def top_p_sampling_from_probs(
     probs: torch.Tensor,
     top_p: torch.Tensor | float,
@@ -1012,6 +1158,7 @@ def top_p_sampling_from_probs(
     return _sample(probs, indices, generator, check_nan, **top_p_filter)
 
 
+@engine_names(top_k_per_row="top_k", top_p_per_row="top_p")
 def top_k_top_p_sampling_from_probs(
     probs: torch.Tensor,
     top_k: torch.Tensor | int,
@@ -1035,6 +1182,7 @@ def top_k_top_p_sampling_from_probs(
     return _sample(probs, indices, generator, check_nan, joint=joint, **filters)
 
 
+@engine_names(min_p_per_row="min_p")
 def min_p_sampling_from_probs(
     probs: torch.Tensor,
     min_p: torch.Tensor | float,

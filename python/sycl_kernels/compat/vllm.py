@@ -3,8 +3,12 @@
 An engine's XPU branch calls these in place of ``vllm._custom_ops.<name>`` or
 ``torch.ops._C.<name>`` (which ``vllm_xpu_kernels`` registers): the names, argument
 order, in-place contract (every function writes its ``out``/``input``/``query``/``key``
-and returns None) and dtype rules are vLLM's. Points where the behaviour could be
-read two ways, and the reading taken here:
+and returns None) and dtype rules are vLLM's. An argument that cannot be taken
+raises TypeError or ValueError (IndexError for an index out of range on CPU tensors)
+naming vLLM's argument and what was expected: a core op's error is re-worded in the
+function's own names (``compat._args.engine_names``), and what this module re-views
+itself (scale buffers, routing outputs) is checked before. Points where the behaviour
+could be read two ways, and the reading taken here:
 
 - ``fused_add_rms_norm``: ``residual`` receives ``input + residual`` rounded to the
   dtype, and ``input`` the norm of that rounded sum (its sum of squares too), as
@@ -87,11 +91,14 @@ read two ways, and the reading taken here:
 - Ignored arguments, as vLLM ignores them: ``per_token_group_fp8_quant``'s
   ``fp8_min``/``fp8_max`` (the range is output_q's dtype's) and both dummies (the
   scale layout is output_s's strides: column-major when stride(0) < stride(1),
-  element (t, g) at ``t + g * stride(1)``, else ``t * G + g``);
+  element (t, g) at ``t + g * stride(1)``, else ``t * G + g``; output_s must have
+  those strides, stride(0) 1 or (G, 1), where a size exceeds 1: an expanded or
+  sliced output_s is refused, where vLLM writes past its elements);
   ``rms_norm_per_block_quant``'s ``scale_ub`` (vLLM never passes it to its kernel);
   the scale tensor's strides in ``rms_norm_per_block_quant`` and
   ``silu_and_mul_per_block_quant`` (element (t, g) at ``t + g * T`` with
-  ``is_scale_transposed``, else ``t * G + g``); ``scale_ue8m0`` on int8 output of
+  ``is_scale_transposed``, else ``t * G + g``, of a dense tensor: an expanded or
+  sliced one is refused); ``scale_ue8m0`` on int8 output of
   ``silu_and_mul_per_block_quant``. A scalar ``scale``/``scale_ub`` is read at its
   first element.
 - ue8m0 (fp8 only): the scale rounded up to a power of two by exact bit arithmetic
@@ -196,11 +203,17 @@ read two ways, and the reading taken here:
   choice (vLLM's source-row map). ``is_padding`` (bool ``[tokens]``): a padding
   token gets weights 0 and ids -1 (uint32: 2**32 - 1, vLLM's cast), its
   token_expert_indices written as any other's.
+  topk_weights (float32), topk_indices and token_expert_indices (int32) must be
+  ``[tokens, topk]`` (or a view of it) on gating_output's device, each with its own
+  memory per element.
   ``topk_indices`` may be int32, uint32 or int64 as vLLM's (not int32: computed
   into a temporary and copied). ``grouped_topk``: ``scoring_func`` 0 takes the
   scores as given (already softmaxed), 1 applies sigmoid; groups are scored by the
   sum of their two best ``score + bias`` (vLLM's kernel, also its torch-native form
-  with a bias), ``bias`` any float dtype. An infinite score is ranked as it is
+  with a bias), ``bias`` any float dtype. ``bias`` None, which vLLM's schema does
+  not take (``Tensor bias``): the plain scores, groups scored by their best, as
+  vLLM's torch-native ``grouped_topk`` without ``e_score_correction_bias`` (not the
+  two best of a zero bias). An infinite score is ranked as it is
   (vLLM's grouped kernel skips infinite inputs; a NaN ranks below every number
   here); vLLM's fallback when the topk_group-th group scores -inf (ids 0..topk-1,
   weights 1 / topk) does not happen here: the best groups are taken anyway.
@@ -219,10 +232,21 @@ read two ways, and the reading taken here:
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import ops
+from ..ops._checks import check_tensor
 from ..ops.quant import DEFAULT_SCALE_MIN
+from ._args import (
+    check_dense,
+    check_group_size,
+    check_output,
+    check_own_memory,
+    check_strides,
+    engine_names,
+)
 from ._heads import split_heads
 
 __all__ = [
@@ -261,6 +285,7 @@ __all__ = [
 ]
 
 
+@engine_names(x="input", eps="epsilon")
 def rms_norm(
     out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None, epsilon: float
 ) -> None:
@@ -268,6 +293,7 @@ def rms_norm(
     ops.rmsnorm(input, weight, epsilon, out)
 
 
+@engine_names(x="input", eps="epsilon")
 def fused_add_rms_norm(
     input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float
 ) -> None:
@@ -275,31 +301,37 @@ def fused_add_rms_norm(
     ops.fused_add_rmsnorm(input, residual, weight, epsilon, rounded_sum=True)
 
 
+@engine_names(x="input")
 def silu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = silu(input[..., :d]) * input[..., d:]."""
     ops.silu_and_mul(input, out)
 
 
+@engine_names(x="input")
 def mul_and_silu(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = input[..., :d] * silu(input[..., d:])."""
     ops.silu_and_mul(input, out, gate_first=False)
 
 
+@engine_names(x="input")
 def gelu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = gelu(input[..., :d]) * input[..., d:], gelu's erf form."""
     ops.gelu_and_mul(input, out)
 
 
+@engine_names(x="input")
 def gelu_tanh_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = gelu(input[..., :d]) * input[..., d:], gelu's tanh approximation."""
     ops.gelu_tanh_and_mul(input, out)
 
 
+@engine_names(x="input")
 def fatrelu_and_mul(out: torch.Tensor, input: torch.Tensor, threshold: float) -> None:
     """out = (gate if gate > threshold else 0) * up, gate and up the halves of input."""
     ops.fatrelu_and_mul(input, threshold, out)
 
 
+@engine_names(x="input")
 def swigluoai_and_mul(
     out: torch.Tensor, input: torch.Tensor, alpha: float = 1.702, limit: float = 7.0
 ) -> None:
@@ -308,22 +340,26 @@ def swigluoai_and_mul(
     ops.swigluoai_and_mul(input, alpha, limit, out)
 
 
+@engine_names(x="input")
 def gelu_new(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = 0.5 * input * (1 + tanh(sqrt(2 / pi) * (input + 0.044715 * input^3)))."""
     ops.gelu_tanh(input, out)
 
 
+@engine_names(x="input")
 def gelu_fast(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = 0.5 * input * (1 + tanh(0.7978845608 * input * (1 + 0.044715 * input^2))),
     gelu_new's function."""
     ops.gelu_tanh(input, out)
 
 
+@engine_names(x="input")
 def gelu_quick(out: torch.Tensor, input: torch.Tensor) -> None:
     """out = input * sigmoid(1.702 * input)."""
     ops.gelu_quick(input, out)
 
 
+@engine_names(q="query", k="key")
 def rotary_embedding(
     positions: torch.Tensor,
     query: torch.Tensor,
@@ -352,6 +388,7 @@ def rotary_embedding(
     ops.apply_rope(positions, q, k, cos_sin_cache, is_neox)
 
 
+@engine_names(positions="position_ids", q="qkv's q heads", k="qkv's k heads", head_size="head_dim")
 def fused_qk_norm_rope(
     qkv: torch.Tensor,
     num_heads_q: int,
@@ -420,29 +457,40 @@ def _written_rows(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 2 else t.view(-1, t.shape[-1])
 
 
-def _token_scales(op: str, scale: torch.Tensor, lead: tuple) -> torch.Tensor:
-    """A per-token scale buffer ([T] or [T, 1], written at element t) as [*lead, 1]."""
-    tokens = 1
-    for size in lead:
-        tokens *= size
-    if scale.numel() != tokens:
+def _token_scales(op: str, scale: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A per-token scale buffer ([T] or [T, 1], written at element t) as [*lead, 1], lead
+    like's leading dimensions (the core op checks the view's strides as its scales)."""
+    check_tensor(op, "input", like)
+    check_output(op, "scale", scale, (torch.float32,), like)
+    lead = tuple(like.shape[:-1])
+    if scale.numel() != math.prod(lead):
         raise ValueError(
-            f"{op}(): scale has shape {tuple(scale.shape)}; expected {tokens} elements "
-            "([tokens] or [tokens, 1])"
+            f"{op}(): scale has shape {tuple(scale.shape)}; expected [{math.prod(lead)}] or "
+            f"[{math.prod(lead)}, 1] (input's tokens)"
         )
     return scale.view(*lead, 1)
 
 
 def _block_scales(
-    op: str, scale: torch.Tensor, tokens: int, groups: int, transposed: bool
+    op: str,
+    name: str,
+    scale: torch.Tensor,
+    like: torch.Tensor,
+    tokens: int,
+    groups: int,
+    transposed: bool,
 ) -> torch.Tensor:
     """vLLM's per-block scale layout, the tensor's own strides ignored: element (t, g) at
-    t + g * tokens (transposed) or t * groups + g."""
+    t + g * tokens (transposed) or t * groups + g (of a dense tensor: vLLM's kernel
+    writes tokens * groups elements from its first)."""
+    check_output(op, name, scale, (torch.float32,), like)
     if scale.numel() != tokens * groups:
         raise ValueError(
-            f"{op}(): scale has shape {tuple(scale.shape)}; expected [{tokens}, {groups}] "
+            f"{op}(): {name} has shape {tuple(scale.shape)}; expected [{tokens}, {groups}] "
             "(tokens, groups)"
         )
+    layout = "t + g * tokens" if transposed else "t * groups + g"
+    check_dense(op, name, scale, layout)
     strides = (1, tokens) if transposed else (groups, 1)
     return scale.as_strided((tokens, groups), strides)
 
@@ -459,6 +507,7 @@ def _fp8_scale_min(eps: float) -> float:
     return max(eps_min, _FP8_SCALE_MIN)
 
 
+@engine_names(x="input", out="result")
 def static_scaled_fp8_quant(
     result: torch.Tensor,
     input: torch.Tensor,
@@ -521,6 +570,7 @@ def static_scaled_fp8_quant(
     ops.quantize(_rows(input), scale, dtype=result.dtype, out=_written_rows(result))
 
 
+@engine_names(x="input", out="result", scales="scale")
 def dynamic_scaled_fp8_quant(
     result: torch.Tensor, input: torch.Tensor, scale: torch.Tensor
 ) -> None:
@@ -531,6 +581,7 @@ def dynamic_scaled_fp8_quant(
     )
 
 
+@engine_names(x="input", out="result", scales="scale")
 def dynamic_per_token_scaled_fp8_quant(
     result: torch.Tensor,
     input: torch.Tensor,
@@ -546,10 +597,11 @@ def dynamic_per_token_scaled_fp8_quant(
         dtype=result.dtype,
         scale_ub=None if scale_ub is None else _first(scale_ub),
         out=result,
-        scales=_token_scales(op, scale, tuple(input.shape[:-1])),
+        scales=_token_scales(op, scale, input),
     )
 
 
+@engine_names(x="input", out="output_q", scales="output_s")
 def per_token_group_fp8_quant(
     input: torch.Tensor,
     output_q: torch.Tensor,
@@ -569,38 +621,46 @@ def per_token_group_fp8_quant(
     fp8_min, fp8_max and the two dummies are ignored, as vLLM does."""
     op = "vllm.per_token_group_fp8_quant"
     _check_qdtype(op, "output_q", output_q, _FP8)
-    if not isinstance(output_s, torch.Tensor) or output_s.dim() != 2:
-        shape = tuple(output_s.shape) if isinstance(output_s, torch.Tensor) else output_s
-        raise ValueError(f"{op}(): output_s has shape {shape}; expected [tokens, groups]")
-    tokens = output_s.shape[0]
-    if input.numel() == 0:
-        return
-    hidden = input.numel() // tokens if tokens else 0
-    if not tokens or hidden * tokens != input.numel() or hidden % group_size:
+    check_tensor(op, "input", input)
+    check_output(op, "output_s", output_s, (torch.float32,), input)
+    if input.dim() == 0 or output_s.dim() != 2:
         raise ValueError(
-            f"{op}(): input of shape {tuple(input.shape)} is not {tokens} tokens (output_s's "
-            f"rows) of a multiple of group_size {group_size}"
+            f"{op}(): input {tuple(input.shape)} and output_s {tuple(output_s.shape)}; "
+            "expected [..., hidden] and [tokens, groups]"
         )
-    groups = hidden // group_size
+    if output_q.shape != input.shape:
+        raise ValueError(
+            f"{op}(): output_q has shape {tuple(output_q.shape)}; expected input's, "
+            f"{tuple(input.shape)}"
+        )
+    hidden = input.shape[-1]
+    groups = hidden // check_group_size(op, group_size, hidden)
+    lead = tuple(input.shape[:-1])
+    tokens = math.prod(lead)
     if tuple(output_s.shape) != (tokens, groups):
         raise ValueError(
-            f"{op}(): output_s has shape {tuple(output_s.shape)}; expected {(tokens, groups)}"
+            f"{op}(): output_s has shape {tuple(output_s.shape)}; expected {(tokens, groups)} "
+            f"(input's tokens, hidden / group_size)"
         )
+    # vLLM's kernel addresses the scales by the layout, not by output_s's strides.
     if output_s.stride(0) < output_s.stride(1):
-        scales = output_s.as_strided((tokens, groups), (1, output_s.stride(1)))
+        check_strides(op, "output_s", output_s, (1, None), "column-major: t + g * stride(1)")
     else:
-        scales = output_s.as_strided((tokens, groups), (groups, 1))
+        check_strides(op, "output_s", output_s, (groups, 1), "row-major: t * groups + g")
+    if input.numel() == 0:
+        return
     ops.dynamic_quantize(
-        input.reshape(tokens, hidden),
+        input,
         dtype=output_q.dtype,
         group_size=group_size,
         scale_min=_fp8_scale_min(eps),
         ue8m0=bool(scale_ue8m0),
-        out=output_q.view(tokens, hidden),
-        scales=scales,
+        out=output_q,
+        scales=output_s.view(*lead, groups),
     )
 
 
+@engine_names(x="input", out="result", eps="epsilon")
 def rms_norm_static_fp8_quant(
     result: torch.Tensor,
     input: torch.Tensor,
@@ -613,6 +673,7 @@ def rms_norm_static_fp8_quant(
     ops.rmsnorm_quantize(input, weight, _first(scale), epsilon, dtype=result.dtype, out=result)
 
 
+@engine_names(x="input", out="result", eps="epsilon")
 def fused_add_rms_norm_static_fp8_quant(
     result: torch.Tensor,
     input: torch.Tensor,
@@ -629,6 +690,7 @@ def fused_add_rms_norm_static_fp8_quant(
     )
 
 
+@engine_names(x="input", out="result", scales="scale", eps="epsilon")
 def rms_norm_dynamic_per_token_quant(
     result: torch.Tensor,
     input: torch.Tensor,
@@ -646,7 +708,7 @@ def rms_norm_dynamic_per_token_quant(
     int8 = result.dtype == torch.int8
     if int8 and scale_ub is not None:
         raise ValueError(f"{op}(): scale_ub is only supported for fp8 output (as vLLM)")
-    scales = _token_scales(op, scale, tuple(input.shape[:-1]))
+    scales = _token_scales(op, scale, input)
     ops.rmsnorm_dynamic_quantize(
         input,
         weight,
@@ -662,6 +724,7 @@ def rms_norm_dynamic_per_token_quant(
         _one_for_zero(scales)
 
 
+@engine_names(x="input", out="result", scales="scale", eps="epsilon")
 def rms_norm_per_block_quant(
     result: torch.Tensor,
     input: torch.Tensor,
@@ -683,11 +746,11 @@ def rms_norm_per_block_quant(
     int8 = result.dtype == torch.int8
     if int8 and scale_ue8m0:
         raise ValueError(f"{op}(): scale_ue8m0 is only supported for fp8 output (as vLLM)")
+    check_tensor(op, "input", input)
     x = _rows(input)
     tokens, hidden = x.shape
-    if not isinstance(group_size, int) or group_size < 1 or hidden % group_size:
-        raise ValueError(f"{op}(): group_size {group_size} does not divide hidden {hidden}")
-    scales = _block_scales(op, scale, tokens, hidden // group_size, bool(is_scale_transposed))
+    groups = hidden // check_group_size(op, group_size, hidden)
+    scales = _block_scales(op, "scale", scale, x, tokens, groups, bool(is_scale_transposed))
     ops.rmsnorm_dynamic_quantize(
         x,
         weight,
@@ -704,6 +767,7 @@ def rms_norm_per_block_quant(
         _one_for_zero(scales)
 
 
+@engine_names(x="input", out="result")
 def silu_and_mul_quant(result: torch.Tensor, input: torch.Tensor, scale: torch.Tensor) -> None:
     """result = fp8((silu(gate) * up) * (1 / scale)), silu and the product rounded to the
     input's dtype (vLLM's kernel), gate and up the halves of input."""
@@ -711,6 +775,7 @@ def silu_and_mul_quant(result: torch.Tensor, input: torch.Tensor, scale: torch.T
     ops.silu_and_mul_quantize(input, _first(scale), dtype=result.dtype, rounded=True, out=result)
 
 
+@engine_names(x="input")
 def silu_and_mul_per_block_quant(
     out: torch.Tensor,
     input: torch.Tensor,
@@ -736,8 +801,7 @@ def silu_and_mul_per_block_quant(
             "([tokens, 2 * hidden] and [tokens, hidden])"
         )
     tokens, hidden = input.shape[0], input.shape[1] // 2
-    if not isinstance(group_size, int) or group_size < 1 or hidden % group_size:
-        raise ValueError(f"{op}(): group_size {group_size} does not divide hidden {hidden}")
+    groups = hidden // check_group_size(op, group_size, hidden)
     bound = None
     if scale_ub is not None:
         # The kernel clamps the scale to scale_ub; the core op bounds the absolute
@@ -752,7 +816,9 @@ def silu_and_mul_per_block_quant(
         ue8m0=bool(scale_ue8m0) and not int8,
         rounded=False,
         out=out,
-        scales=_block_scales(op, scales, tokens, hidden // group_size, bool(is_scale_transposed)),
+        scales=_block_scales(
+            op, "scales", scales, input, tokens, groups, bool(is_scale_transposed)
+        ),
     )
 
 
@@ -821,6 +887,7 @@ def _store_kv(
     )
 
 
+@engine_names()
 def reshape_and_cache_flash(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -846,6 +913,7 @@ def reshape_and_cache_flash(
     )
 
 
+@engine_names()
 def reshape_and_cache(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -871,6 +939,7 @@ def reshape_and_cache(
     )
 
 
+@engine_names()
 def concat_and_cache_mla(
     kv_c: torch.Tensor,
     k_pe: torch.Tensor,
@@ -896,6 +965,7 @@ def _first_rows(t: object, rows: int) -> object:
     return t[:rows] if isinstance(t, torch.Tensor) and t.dim() >= 1 else t
 
 
+@engine_names()
 def gather_cache(
     src_cache: torch.Tensor,
     dst: torch.Tensor,
@@ -934,6 +1004,7 @@ def gather_cache(
     )
 
 
+@engine_names()
 def gather_and_maybe_dequant_cache(
     src_cache: torch.Tensor,
     dst: torch.Tensor,
@@ -969,6 +1040,11 @@ def gather_and_maybe_dequant_cache(
     )
 
 
+@engine_names(
+    expert_map="maybe_expert_map",
+    expert_ids="experts_ids",
+    num_tokens_post_padded="num_tokens_post_pad",
+)
 def moe_align_block_size(
     topk_ids: torch.Tensor,
     num_experts: int,
@@ -991,6 +1067,7 @@ def moe_align_block_size(
     experts_ids.clamp_(min=0)  # vLLM's inactive_expert_id past the padded total
 
 
+@engine_names(x="input", out="output")
 def moe_sum(
     input: torch.Tensor,
     output: torch.Tensor,
@@ -1005,7 +1082,39 @@ def moe_sum(
 # MoE routing (module doc).
 
 
+# The dtypes vLLM takes for topk_indices (int64 and uint32 through an int32 temporary).
+_IDS_DTYPES = (torch.int32, torch.uint32, torch.int64)
+
+
+def _routing_output(
+    op: str,
+    name: str,
+    t: object,
+    dtypes: tuple[torch.dtype, ...],
+    like: torch.Tensor,
+    tokens: int,
+    topk: int,
+) -> torch.Tensor:
+    """A routing output as the [tokens, topk] view written (vLLM: [tokens, topk])."""
+    check_output(op, name, t, dtypes, like, "gating_output")
+    if t.dim() == 0 or t.shape[-1] != topk or t.numel() != tokens * topk:
+        raise ValueError(
+            f"{op}(): {name} has shape {tuple(t.shape)}; expected [{tokens}, {topk}] "
+            "(gating_output's tokens, topk_weights' topk)"
+        )
+    try:
+        rows = t.view(tokens, topk)
+    except RuntimeError:  # strides that merge no leading dimensions
+        raise ValueError(
+            f"{op}(): {name} of shape {tuple(t.shape)} and strides {t.stride()} cannot be "
+            f"viewed as [{tokens}, {topk}] (call .contiguous())"
+        ) from None
+    check_own_memory(op, name, rows)
+    return rows
+
+
 def _route(
+    op: str,
     topk_weights: torch.Tensor,
     topk_indices: torch.Tensor,
     token_expert_indices: torch.Tensor,
@@ -1013,16 +1122,34 @@ def _route(
     is_padding: torch.Tensor | None,
     **options: object,
 ) -> None:
+    check_tensor(op, "gating_output", gating_output)
+    check_tensor(op, "topk_weights", topk_weights)
+    if gating_output.dim() == 0 or topk_weights.dim() == 0:
+        raise ValueError(
+            f"{op}(): gating_output {tuple(gating_output.shape)} and topk_weights "
+            f"{tuple(topk_weights.shape)}; expected [tokens, num_experts] and [tokens, topk]"
+        )
     experts = gating_output.shape[-1]
     logits = gating_output.reshape(-1, experts)
     tokens, topk = logits.shape[0], topk_weights.shape[-1]
-    if is_padding is not None and (is_padding.dtype != torch.bool or is_padding.shape != (tokens,)):
-        raise ValueError(
-            f"is_padding has dtype {is_padding.dtype} and shape {tuple(is_padding.shape)}; "
-            f"expected torch.bool [{tokens}]"
+    if is_padding is not None and (
+        not isinstance(is_padding, torch.Tensor)
+        or is_padding.dtype != torch.bool
+        or is_padding.shape != (tokens,)
+    ):
+        got = (
+            f"dtype {is_padding.dtype} and shape {tuple(is_padding.shape)}"
+            if isinstance(is_padding, torch.Tensor)
+            else f"type {type(is_padding).__name__}"
         )
-    weights = topk_weights.view(tokens, topk)
-    ids = topk_indices.view(tokens, topk)
+        raise ValueError(f"{op}(): is_padding has {got}; expected torch.bool [{tokens}]")
+    weights = _routing_output(
+        op, "topk_weights", topk_weights, (torch.float32,), logits, tokens, topk
+    )
+    ids = _routing_output(op, "topk_indices", topk_indices, _IDS_DTYPES, logits, tokens, topk)
+    sources = _routing_output(
+        op, "token_expert_indices", token_expert_indices, (torch.int32,), logits, tokens, topk
+    )
     # int32 ids are written in place; int64 and uint32 ones through an int32 temporary.
     ids32 = ids if ids.dtype == torch.int32 else torch.empty_like(ids, dtype=torch.int32)
     ops.moe_topk(logits, topk, topk_weights=weights, topk_ids=ids32, **options)
@@ -1033,9 +1160,10 @@ def _route(
         ids.copy_(ids32)
     rows = torch.arange(tokens, dtype=torch.int32, device=logits.device)
     slots = torch.arange(topk, dtype=torch.int32, device=logits.device)
-    token_expert_indices.view(tokens, topk).copy_(slots[None, :] * tokens + rows[:, None])
+    sources.copy_(slots[None, :] * tokens + rows[:, None])
 
 
+@engine_names(topk_ids="topk_indices", correction_bias="bias")
 def topk_softmax(
     topk_weights: torch.Tensor,
     topk_indices: torch.Tensor,
@@ -1048,6 +1176,7 @@ def topk_softmax(
     """vLLM's ``topk_softmax``: each token's top-k experts of softmax(gating_output)
     (+ bias for the ranking), written in place (module doc)."""
     _route(
+        "vllm.topk_softmax",
         topk_weights,
         topk_indices,
         token_expert_indices,
@@ -1059,6 +1188,7 @@ def topk_softmax(
     )
 
 
+@engine_names(topk_ids="topk_indices", correction_bias="bias")
 def topk_sigmoid(
     topk_weights: torch.Tensor,
     topk_indices: torch.Tensor,
@@ -1072,6 +1202,7 @@ def topk_sigmoid(
     """vLLM's ``topk_sigmoid``: each token's top-k experts of sigmoid(gating_output)
     (+ bias for the ranking), times routed_scaling_factor, written in place (module doc)."""
     _route(
+        "vllm.topk_sigmoid",
         topk_weights,
         topk_indices,
         token_expert_indices,
@@ -1084,6 +1215,7 @@ def topk_sigmoid(
     )
 
 
+@engine_names(gating_output="scores", correction_bias="bias", num_expert_group="n_group")
 def grouped_topk(
     scores: torch.Tensor,
     n_group: int,
@@ -1091,15 +1223,21 @@ def grouped_topk(
     topk: int,
     renormalize: bool,
     routed_scaling_factor: float,
-    bias: torch.Tensor,
+    bias: torch.Tensor | None,
     scoring_func: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """vLLM's ``grouped_topk`` (DeepSeek-V3's routing): (weights float32, ids int32)
-    [tokens, topk]; scoring_func 0: the scores as given, 1: sigmoid (module doc)."""
+    [tokens, topk]; scoring_func 0: the scores as given, 1: sigmoid. bias None: the
+    plain scores, groups ranked by their best (vLLM's torch-native grouped_topk without
+    e_score_correction_bias; module doc)."""
+    op = "vllm.grouped_topk"
     if scoring_func not in (0, 1):
-        raise ValueError(f"grouped_topk(): scoring_func is {scoring_func!r}; expected 0 or 1")
-    if bias.dtype != scores.dtype and bias.dtype != torch.float32:
-        bias = bias.float()
+        raise ValueError(f"{op}(): scoring_func is {scoring_func!r}; expected 0 or 1")
+    check_tensor(op, "scores", scores)
+    if bias is not None:
+        check_tensor(op, "bias", bias)
+        if bias.dtype != scores.dtype and bias.dtype != torch.float32:
+            bias = bias.float()
     return ops.moe_topk(
         scores,
         topk,
@@ -1108,11 +1246,12 @@ def grouped_topk(
         renormalize=renormalize,
         num_expert_group=n_group,
         topk_group=topk_group,
-        group_scoring="top2_sum",
+        group_scoring="max" if bias is None else "top2_sum",
         routed_scaling_factor=float(routed_scaling_factor),
     )
 
 
+@engine_names()
 def apply_repetition_penalties_(
     logits: torch.Tensor,
     prompt_mask: torch.Tensor,
