@@ -4,7 +4,10 @@
 // lane e % kSampleLanes, at step e / kSampleLanes. Sort-free:
 //
 // 1. stats: the row's mass S and maximum M over its support (the positive finite
-//    entries; NaN, Inf, zero and negative entries count as outside it);
+//    entries; NaN, Inf, zero and negative entries count as outside it). Where S
+//    overflows or is tiny (outside [2^-64, 2^64]), every mass is taken in units of a
+//    power of two near M instead (exact scaling): sums of up to 2^31 entries cannot
+//    overflow, 1 / W stays finite and u * W keeps its bits;
 // 2. top-k and top-p thresholds by radix select over the float bits (positive floats
 //    order as their bits do): up to 4 passes, digits of 8, 8, 8 and 7 bits, each a
 //    256-bucket histogram of counts and masses of the elements still matching the
@@ -17,10 +20,11 @@
 //    kJoint: one descent with both criteria on the whole row (flashinfer's "joint");
 //    otherwise top-k first, then top-p over the top-k set and its mass;
 // 3. min-p: kept iff p >= min_p * M;
-// 4. renormalize (out = p * (1 / W), W the kept mass; 0 outside) or sample: one uniform u
-//    from Philox 4x32-10 keyed by the row's seed, the target u * W, found by inverse
-//    CDF over the kept elements in lane-major order (lane 0's elements in index
-//    order, then lane 1's, ...), with the per-lane masses summed in lane order.
+// 4. renormalize (out = p * (1 / W), W the kept mass, both in those units; 0 outside)
+//    or sample: one uniform u from Philox 4x32-10 keyed by the row's seed, the target
+//    u * W, found by inverse CDF over the kept elements in lane-major order (lane 0's
+//    elements in index order, then lane 1's, ...), with the per-lane masses summed in
+//    lane order.
 //
 // Every sum has a fixed order (per lane in index order, then across lanes), so the
 // result depends only on the row, its parameters, its seed and its output index.
@@ -76,6 +80,24 @@ inline float philox_uniform(uint64_t seed, uint64_t offset, uint64_t subsequence
   return static_cast<float>(ctr[0] >> 8) * 0x1p-24f;
 }
 
+// A row whose support's mass lies outside [kMassLow, kMassHigh] has every mass summed
+// in units of 1 / mass_scale(M).
+inline constexpr float kMassLow = 0x1p-64f;
+inline constexpr float kMassHigh = 0x1p64f;
+
+// A power of two s bringing max * s into [2^-22, 4) for any positive finite max: max's
+// exponent field e gives s = 2^(127 - e), kept a normal float (e = 254: 2^-126).
+inline float mass_scale(float max) {
+  const uint32_t exponent = ::sycl::bit_cast<uint32_t>(max) >> 23;
+  return ::sycl::bit_cast<float>(::sycl::max(254u - exponent, 1u) << 23);
+}
+
+// What a row keeps: the elements with key >= floor (>= 1); masses in units of 1 / scale.
+struct KeptSet {
+  uint32_t floor;
+  float scale;
+};
+
 // An element's key: its bits if it is a positive finite float (the support), else 0.
 inline uint32_t support_key(float v) {
   const uint32_t bits = ::sycl::bit_cast<uint32_t>(v);
@@ -86,10 +108,10 @@ inline uint32_t support_key(float v) {
 // largest threshold t such that the elements with key >= t number at least k or hold
 // at least `target` mass, whichever comes first (k past the count and an infinite
 // target never do: every element is kept). `kept_mass` gets the mass of the elements
-// with key >= the result (which is >= floor).
+// with key >= the result (which is >= floor); masses are taken times `scale`.
 template <typename G>
 inline uint32_t radix_threshold(const G& sg, const float* row, int32_t vocab, int lane, uint32_t floor,
-                                int64_t k, float target, float& kept_mass) {
+                                float scale, int64_t k, float target, float& kept_mass) {
   const bool by_mass = target < kNoTarget;
   uint32_t prefix = 0;  // the bits fixed so far
   int64_t count_above = 0;
@@ -110,7 +132,7 @@ inline uint32_t radix_threshold(const G& sg, const float* row, int32_t vocab, in
       if (key >= floor && (key & high_mask) == prefix) {
         const uint32_t b = (key >> shift) & static_cast<uint32_t>(buckets - 1);
         ++counts[b];
-        masses[b] += v;
+        masses[b] += v * scale;
       }
     }
     // Walk the buckets from the largest: the same totals, so the same walk, in every
@@ -148,22 +170,34 @@ inline uint32_t radix_threshold(const G& sg, const float* row, int32_t vocab, in
   return prefix > floor ? prefix : floor;
 }
 
-// The lowest key a row keeps (>= 1): top-k (k past the count: off), top-p (p >= 1: off),
-// joint or top-k first, then min-p (0: off).
+// The support's mass times scale (summed per lane in index order, then across lanes);
+// `max` gets its maximum.
 template <typename G>
-inline uint32_t kept_floor(const G& sg, const float* row, int32_t vocab, int lane, int64_t k, float p,
-                           float min_p, bool joint) {
-  // 1. The support's mass and maximum.
+inline float support_mass(const G& sg, const float* row, int32_t vocab, int lane, float scale, float& max) {
   float lane_mass = 0.0f, lane_max = 0.0f;
   for (int32_t e = lane; e < vocab; e += kSampleLanes) {
     const float v = row[e];
     if (support_key(v) != 0u) {
-      lane_mass += v;
+      lane_mass += v * scale;
       lane_max = ::sycl::fmax(lane_max, v);
     }
   }
-  const float mass = ::sycl::reduce_over_group(sg, lane_mass, ::sycl::plus<float>());
-  const float max = ::sycl::reduce_over_group(sg, lane_max, ::sycl::maximum<float>());
+  max = ::sycl::reduce_over_group(sg, lane_max, ::sycl::maximum<float>());
+  return ::sycl::reduce_over_group(sg, lane_mass, ::sycl::plus<float>());
+}
+
+// What a row keeps: top-k (k past the count: off), top-p (p >= 1: off), joint or top-k
+// first, then min-p (0: off).
+template <typename G>
+inline KeptSet kept_set(const G& sg, const float* row, int32_t vocab, int lane, int64_t k, float p,
+                        float min_p, bool joint) {
+  // 1. The support's mass and maximum (the mass again, scaled, where out of range).
+  float scale = 1.0f, max;
+  float mass = support_mass(sg, row, vocab, lane, scale, max);
+  if (mass > 0.0f && !(mass >= kMassLow && mass <= kMassHigh)) {  // uniform over the sub-group
+    scale = mass_scale(max);
+    mass = support_mass(sg, row, vocab, lane, scale, max);
+  }
 
   // 2. Top-k and top-p.
   uint32_t floor = 1u;
@@ -172,11 +206,11 @@ inline uint32_t kept_floor(const G& sg, const float* row, int32_t vocab, int lan
   float kept = mass;
   if (mass > 0.0f) {
     if (joint && by_k && by_p) {
-      floor = radix_threshold(sg, row, vocab, lane, 1u, k, p * mass, kept);
+      floor = radix_threshold(sg, row, vocab, lane, 1u, scale, k, p * mass, kept);
     } else {
-      if (by_k) floor = radix_threshold(sg, row, vocab, lane, 1u, k, kNoTarget, kept);
+      if (by_k) floor = radix_threshold(sg, row, vocab, lane, 1u, scale, k, kNoTarget, kept);
       // p of the top-k mass (of the whole mass without top-k).
-      if (by_p) floor = radix_threshold(sg, row, vocab, lane, floor, kNoCount, p * kept, kept);
+      if (by_p) floor = radix_threshold(sg, row, vocab, lane, floor, scale, kNoCount, p * kept, kept);
     }
   }
   // 3. Min-p: relative to the maximum, which every filter keeps.
@@ -184,18 +218,18 @@ inline uint32_t kept_floor(const G& sg, const float* row, int32_t vocab, int lan
     const uint32_t min_key = support_key(min_p * max);
     if (min_key > floor) floor = min_key;
   }
-  return floor;
+  return {floor, scale};
 }
 
-// This lane's mass of the kept elements (key >= floor), and the masses of the lanes
-// before it and of all lanes, summed in lane order (the same sums in every lane).
+// This lane's mass of the kept elements, and the masses of the lanes before it and of
+// all lanes, summed in lane order (the same sums in every lane); in the set's units.
 template <typename G>
-inline float kept_mass(const G& sg, const float* row, int32_t vocab, int lane, uint32_t floor, float& before,
+inline float kept_mass(const G& sg, const float* row, int32_t vocab, int lane, KeptSet kept, float& before,
                        float& total) {
   float mine = 0.0f;
   for (int32_t e = lane; e < vocab; e += kSampleLanes) {
     const float v = row[e];
-    if (support_key(v) >= floor) mine += v;
+    if (support_key(v) >= kept.floor) mine += v * kept.scale;
   }
   before = total = 0.0f;
   for (int l = 0; l < kSampleLanes; ++l) {
@@ -206,16 +240,17 @@ inline float kept_mass(const G& sg, const float* row, int32_t vocab, int lane, u
   return mine;
 }
 
-// out = p * (1 / W) where kept, 0 elsewhere (W: the kept mass; a row without support: zeros).
+// out = p * (1 / W) where kept, 0 elsewhere (W: the kept mass, p and W in the set's
+// units, so 1 / W is finite; a row without support: zeros).
 template <typename G>
-inline void write_renormalized(const G& sg, const float* row, int32_t vocab, int lane, uint32_t floor,
+inline void write_renormalized(const G& sg, const float* row, int32_t vocab, int lane, KeptSet kept,
                                float* out_row) {
   float before, total;
-  kept_mass(sg, row, vocab, lane, floor, before, total);
-  const float scale = total > 0.0f ? 1.0f / total : 0.0f;
+  kept_mass(sg, row, vocab, lane, kept, before, total);
+  const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
   for (int32_t e = lane; e < vocab; e += kSampleLanes) {
     const float v = row[e];
-    out_row[e] = support_key(v) >= floor ? v * scale : 0.0f;
+    out_row[e] = support_key(v) >= kept.floor ? v * kept.scale * inverse : 0.0f;
   }
 }
 
@@ -230,8 +265,8 @@ inline void top_k_renorm_probs(const float* probs, int64_t probs_stride, int32_t
   const float* row = probs + r * probs_stride;
   int64_t k = top_k_per_row != nullptr ? static_cast<int64_t>(top_k_per_row[r]) : top_k;
   if (k < 1) k = 1;
-  const uint32_t floor = kept_floor(sg, row, vocab, lane, k, 1.0f, 0.0f, false);
-  write_renormalized(sg, row, vocab, lane, floor, out + r * out_stride);
+  const KeptSet kept = kept_set(sg, row, vocab, lane, k, 1.0f, 0.0f, false);
+  write_renormalized(sg, row, vocab, lane, kept, out + r * out_stride);
 }
 
 // Each row of probs kept to its top_p (top_p_per_row[row] if given) nucleus, renormalized.
@@ -243,18 +278,19 @@ inline void top_p_renorm_probs(const float* probs, int64_t probs_stride, int32_t
   const int64_t r = item.get_group(0);
   const float* row = probs + r * probs_stride;
   const float p = top_p_per_row != nullptr ? top_p_per_row[r] : top_p;
-  const uint32_t floor = kept_floor(sg, row, vocab, lane, kNoCount, p, 0.0f, false);
-  write_renormalized(sg, row, vocab, lane, floor, out + r * out_stride);
+  const KeptSet kept = kept_set(sg, row, vocab, lane, kNoCount, p, 0.0f, false);
+  write_renormalized(sg, row, vocab, lane, kept, out + r * out_stride);
 }
 
 // One sample per output row r, from row indices[r] of probs (row r without indices),
-// filtered by its top-k, top-p and min-p; seed: (seed, offset) int64 pairs, shared
-// (seed_stride 0: Philox subsequence r) or one per row (seed_stride 2: subsequence 0).
+// filtered by its top-k, top-p and min-p; seed: (seed, offset) int64 pairs, row r's at
+// r * seed_stride: one pair shared (seed_per_row 0, seed_stride 0: Philox subsequence r)
+// or one a row (seed_per_row 1, any stride, 0 included: subsequence 0).
 template <bool kJoint, typename K, typename I>
 inline void sample_from_probs(const float* probs, int64_t probs_stride, int32_t vocab, const I* indices,
                               int32_t top_k, const K* top_k_per_row, float top_p, const float* top_p_per_row,
                               float min_p, const float* min_p_per_row, const int64_t* seed, int64_t seed_stride,
-                              int32_t* out, int64_t out_stride) {
+                              int32_t seed_per_row, int32_t* out, int64_t out_stride) {
   const auto item = this_nd_item();
   const auto sg = item.get_sub_group();
   const int lane = static_cast<int>(sg.get_local_linear_id());
@@ -265,12 +301,12 @@ inline void sample_from_probs(const float* probs, int64_t probs_stride, int32_t 
   if (k < 1) k = 1;
   const float p = top_p_per_row != nullptr ? top_p_per_row[r] : top_p;
   const float mp = min_p_per_row != nullptr ? min_p_per_row[r] : min_p;
-  const uint32_t floor = kept_floor(sg, row, vocab, lane, k, p, mp, kJoint);
+  const KeptSet kept = kept_set(sg, row, vocab, lane, k, p, mp, kJoint);
 
   float before, total;
-  const float mine = kept_mass(sg, row, vocab, lane, floor, before, total);
+  const float mine = kept_mass(sg, row, vocab, lane, kept, before, total);
   const int64_t* row_seed = seed + r * seed_stride;
-  const uint64_t subsequence = seed_stride == 0 ? static_cast<uint64_t>(r) : 0u;
+  const uint64_t subsequence = seed_per_row != 0 ? 0u : static_cast<uint64_t>(r);
   const float u =
       philox_uniform(static_cast<uint64_t>(row_seed[0]), static_cast<uint64_t>(row_seed[1]), subsequence);
   const float target = u * total;
@@ -281,9 +317,9 @@ inline void sample_from_probs(const float* probs, int64_t probs_stride, int32_t 
   float running = before;
   for (int32_t e = lane; e < vocab; e += kSampleLanes) {
     const float v = row[e];
-    if (support_key(v) >= floor) {
+    if (support_key(v) >= kept.floor) {
       last = e;
-      running += v;
+      running += v * kept.scale;
       if (found < 0 && running > target) found = e;
     }
   }

@@ -13,8 +13,9 @@
 //
 // One work-group per row. The k-th largest is found on order-preserving keys of the
 // elements' bits (16 for fp16/bf16, 32 for fp32), bit by bit from the top: a counting
-// pass over the row a bit (one group reduction each; fewer once exactly k are found),
-// then one pass writes out. Rows hold fewer than 2^31 elements (int32 counts).
+// pass over the row a bit (one group reduction each; fewer once exactly k are found,
+// then one more counting the NaNs), then one pass writes out. Rows hold fewer than
+// 2^31 elements (int32 counts).
 #pragma once
 
 #include <cstdint>
@@ -58,10 +59,6 @@ inline constexpr uint32_t kKeySign = 1u << (OrderKey<T>::kBits - 1);
 template <typename T>
 inline constexpr uint32_t kKeyMax = kKeySign<T> | (kKeySign<T> - 1u);
 
-// The key of +inf: above it only NaNs.
-template <typename T>
-inline constexpr uint32_t kInfKey = OrderKey<T>::kInf | kKeySign<T>;
-
 template <typename T>
 inline uint32_t order_key(T v) {
   constexpr uint32_t sign = kKeySign<T>;
@@ -102,23 +99,29 @@ inline void top_k_mask_logits(const T* logits, int64_t logits_stride, int64_t vo
     if (out_row != row) for_each_in_row<kTile, kThreads>(tid, vocab, [&](int64_t i) { out_row[i] = row[i]; });
     return;
   }
-  // The largest key with at least k keys at or above it: the k-th largest. Once
-  // exactly k are at or above a candidate, no key lies between it and the k-th
-  // largest, so both keep the same elements: done early (not above +inf's key, where
-  // only NaNs remain and the k-th largest may be one).
-  uint32_t threshold = 0;
-  for (int bit = OrderKey<T>::kBits - 1; bit >= 0; --bit) {
-    const uint32_t candidate = threshold | (1u << bit);
+  const auto count_at_or_above = [&](uint32_t key) {
     int32_t local = 0;
     for_each_in_row<kTile, kThreads>(tid, vocab, [&](int64_t i) {
-      local += order_key(row[i]) >= candidate ? 1 : 0;
+      local += order_key(row[i]) >= key ? 1 : 0;
     });
-    const int32_t count =
-        ::sycl::reduce_over_group(item.get_group(), local, ::sycl::plus<int32_t>());
+    return ::sycl::reduce_over_group(item.get_group(), local, ::sycl::plus<int32_t>());
+  };
+  // The largest key with at least k keys at or above it: the k-th largest. Once
+  // exactly k are at or above a candidate, no key lies between it and the k-th
+  // largest, so both keep the same elements: done early. The k-th largest, the least
+  // of those k, is then a NaN only if all k are: one more count says.
+  uint32_t threshold = 0;
+  bool keep_all = false;  // the k-th largest is a NaN
+  for (int bit = OrderKey<T>::kBits - 1; bit >= 0; --bit) {
+    const uint32_t candidate = threshold | (1u << bit);
+    const int32_t count = count_at_or_above(candidate);
     if (count >= k) threshold = candidate;
-    if (count == k && candidate <= kInfKey<T>) break;  // uniform over the work-group
+    if (count == k) {  // uniform over the work-group
+      keep_all = count_at_or_above(kKeyMax<T>) == k;
+      break;
+    }
   }
-  const bool keep_all = threshold == kKeyMax<T>;  // the k-th largest is a NaN
+  keep_all = keep_all || threshold == kKeyMax<T>;
   const T masked = from_float<T>(-std::numeric_limits<float>::infinity());
   for_each_in_row<kTile, kThreads>(tid, vocab, [&](int64_t i) {
     const T x = row[i];

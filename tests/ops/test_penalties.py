@@ -19,6 +19,9 @@ from tests import references
 from tests.ops import cases
 
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
+# Each penalty's neutral value, by its name.
+_NEUTRAL = {"repetition": 1.0, "frequency": 0.0, "presence": 0.0}
+_PENALTIES_BY_NAME = tuple(_NEUTRAL)
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -193,6 +196,32 @@ def test_penalty_arguments_are_checked() -> None:
         assert torch.equal(logits, _logits(2, 64, torch.float32))
 
 
+def test_penalty_scalars_past_float32_are_rejected() -> None:
+    """The kernels take float32 scalars: past float32's range one would be infinite there
+    (a frequency penalty's inf * 0 made every unseen token NaN), so it is refused by name;
+    float32's largest is taken, and matches the float32 reference."""
+    logits, counts = _logits(2, 64, torch.float32), _counts(2, 64, torch.int64, 4)
+    big = torch.finfo(torch.float32).max
+    for kind in _PENALTIES_BY_NAME:
+        for value in (math.inf, -math.inf, 1e39, 10**400):
+            if kind == "repetition" and value < 0:
+                continue
+            got = logits.clone()
+            with pytest.raises(ValueError, match=rf"apply_penalties\(\): {kind}_penalty is"):
+                sycl_kernels.apply_penalties(
+                    got, output_counts=counts, **{f"{kind}_penalty": value}
+                )
+            assert torch.equal(got, logits)
+        got = logits.clone()
+        sycl_kernels.apply_penalties(got, output_counts=counts, **{f"{kind}_penalty": big})
+        per_row = {k: torch.full((2,), big if k == kind else v) for k, v in _NEUTRAL.items()}
+        want = references.penalties(logits, None, counts, *per_row.values())
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    with pytest.raises(ValueError, match=r"repetition_penalty_by_ids\(\): repetition_penalty"):
+        sycl_kernels.repetition_penalty_by_ids(logits, counts, repetition_penalty=1e39)
+
+
 # --- Hugging Face's form ---
 
 
@@ -218,6 +247,18 @@ def test_repetition_penalty_by_ids(dtype, batch, vocab, seq, ids_dtype) -> None:
     rows = torch.rand(batch, generator=_gen(2)) + 0.5
     got = sycl_kernels.repetition_penalty_by_ids(logits, ids, repetition_penalties=rows)
     assert torch.equal(got, references.repetition_penalty_by_ids(logits, ids, rows))
+
+
+def test_repetition_penalty_by_ids_wide_and_broadcast_ids() -> None:
+    """int64 ids past int32 and past the vocab (either sign) are skipped; one row of ids
+    expanded over the batch (row stride 0) is every row's."""
+    logits = _logits(3, 300, torch.bfloat16, seed=9)
+    ids = torch.tensor([[5, 2**31 + 5, -(2**31) - 1, 2**62, 299, 300, 0, 5]])
+    want = references.repetition_penalty_by_ids(logits, ids.expand(3, 8), torch.full((3,), 1.5))
+    for given in (ids.expand(3, 8), ids.repeat(3, 1)):
+        got = sycl_kernels.repetition_penalty_by_ids(logits, given, repetition_penalty=1.5)
+        assert torch.equal(got, want)
+    assert not torch.equal(want, logits)
 
 
 def test_repetition_penalty_by_ids_equals_hugging_face() -> None:
@@ -281,6 +322,38 @@ def test_top_k_mask_nan_and_inf(dtype: torch.dtype) -> None:
     assert not got[1].isinf().any() and got[0].isfinite().sum() == 2
     assert (got[2] > -math.inf).sum() == 2 and got[2].isnan().sum() == 1
     assert torch.equal(got[3], logits[3])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_top_k_mask_rows_of_exactly_k_nans_stay_whole(dtype: torch.dtype) -> None:
+    """Row r holds r + 1 NaNs: with k = 3 the row of exactly three NaNs has a NaN for its
+    k-th largest (torch.topk ranks NaN first) and stays whole, as do the rows of more;
+    per-row k equal to each row's NaN count keeps every row whole."""
+    nan = math.nan
+    got = sycl_kernels.top_k_mask_logits(torch.tensor([[nan, nan, nan, 1.0, 2.0]], dtype=dtype), 3)
+    assert got.isnan().sum() == 3 and torch.equal(got[0, 3:], torch.tensor([1.0, 2.0], dtype=dtype))
+    logits = _logits(6, 200, dtype, seed=10)
+    for r in range(6):
+        logits[r, torch.randperm(200, generator=_gen(r))[: r + 1]] = nan
+    nan_counts = torch.arange(1, 7)
+    for got, top_ks in (
+        (sycl_kernels.top_k_mask_logits(logits, 3), torch.full((6,), 3)),
+        (sycl_kernels.top_k_mask_logits(logits, top_ks=nan_counts), nan_counts),
+    ):
+        want = references.top_k_mask(logits, top_ks)
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    assert not got.isinf().any()  # per-row k = the NaN count: every row whole
+
+
+def test_top_k_mask_top_k_past_the_vocab_keeps_the_row() -> None:
+    """Any top_k at least the vocab keeps every row, ints past int64 too (clamped before
+    the launch), as per-row values past int32 do."""
+    logits = _logits(3, 50, torch.float32, seed=11)
+    for k in (50, 2**31, 2**63, 2**64 + 5):
+        assert torch.equal(sycl_kernels.top_k_mask_logits(logits, k), logits)
+    top_ks = torch.tensor([2**31, 2**62, 2**63 - 1])
+    assert torch.equal(sycl_kernels.top_k_mask_logits(logits, top_ks=top_ks), logits)
 
 
 def test_top_k_mask_per_row_in_place_and_strided_out() -> None:

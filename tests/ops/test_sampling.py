@@ -68,6 +68,22 @@ def test_per_row_parameters_strides_and_out() -> None:
     references.assert_close(out, want)
 
 
+def test_a_top_k_past_the_vocab_keeps_every_row() -> None:
+    """Any top_k at least the vocab keeps the row whole, ints past int32 and int64 too
+    (clamped before the launch)."""
+    probs = _probs(3, 40, seed=13)
+    whole = references.renormalized(probs, references.sampling_mask(probs))
+    seed = _seed(10)
+    plain = sycl_kernels.sample_from_probs(probs, seed=seed)
+    for k in (40, 2**31, 2**63, 2**64 + 5):
+        references.assert_close(sycl_kernels.top_k_renorm_probs(probs, k), whole)
+        assert torch.equal(sycl_kernels.sample_from_probs(probs, top_k=k, seed=seed), plain)
+    per_row = torch.tensor([2**40, 2**62, 41])
+    references.assert_close(sycl_kernels.top_k_renorm_probs(probs, top_k_per_row=per_row), whole)
+    got = sycl_kernels.sample_from_probs(probs, top_k_per_row=per_row, seed=seed)
+    assert torch.equal(got, plain)
+
+
 def test_ties_at_the_boundary_are_all_kept() -> None:
     probs = torch.tensor([[0.1, 0.2, 0.3, 0.2, 0.2], [0.25, 0.25, 0.25, 0.25, 0.0]])
     got = sycl_kernels.top_k_renorm_probs(probs, 2)
@@ -100,6 +116,32 @@ def test_unnormalized_rows_zero_rows_and_non_finite_entries() -> None:
     assert bool((samples % 4 == 3).all())
 
 
+def test_masses_past_float32s_range_are_scaled_exactly() -> None:
+    """Rows whose mass would overflow float32 (or whose 1 / mass would) are summed in
+    units of a power of two near their maximum: a row times 2^100 or 2^-100 gives the
+    bits of the row itself, and extreme rows match the float64 reference."""
+    probs = _probs(3, 500, seed=12)
+    seed = _seed(8)
+    for factor in (2.0**100, 2.0**-100):
+        scaled = probs * factor  # every entry stays normal: exact
+        for op, arg in (
+            (sycl_kernels.top_k_renorm_probs, 20),
+            (sycl_kernels.top_p_renorm_probs, 0.7),
+        ):
+            assert torch.equal(op(scaled, arg), op(probs, arg))
+        for filters in ({}, {"top_k": 30, "top_p": 0.8}, {"top_p": 0.9, "min_p": 0.01}):
+            want = sycl_kernels.sample_from_probs(probs, seed=seed, **filters)
+            assert torch.equal(sycl_kernels.sample_from_probs(scaled, seed=seed, **filters), want)
+    # A mass of 6e38 (float32's largest is 3.4e38) and one of 4e-40 (1 / it overflows).
+    extreme = torch.tensor([[3e38, 1e38, 2e38, 1.0, 0.0], [1e-40, 3e-40, 0.0, 0.0, 2e-45]])
+    for k in (2, 3, 5):
+        want = references.renormalized(extreme, references.sampling_mask(extreme, top_k=k))
+        references.assert_close(sycl_kernels.top_k_renorm_probs(extreme, k), want)
+    for p in (0.6, 1.0):
+        want = references.renormalized(extreme, references.sampling_mask(extreme, top_p=p))
+        references.assert_close(sycl_kernels.top_p_renorm_probs(extreme, p), want)
+
+
 # Sampling.
 
 
@@ -115,6 +157,21 @@ def test_philox_stream_matches_the_reference() -> None:
     per_row = torch.tensor([[7, 11]] * rows)
     got = sycl_kernels.sample_from_probs(probs, seed=per_row)
     assert got.tolist() == [math.floor(16 * references.philox_uniform(7, 11, 0))] * rows
+
+
+def test_an_expanded_per_row_seed_is_still_one_pair_a_row() -> None:
+    """A [rows, 2] seed is one pair a row (counter (offset, 0)) whatever its row stride:
+    expanded from one pair (stride 0) it draws as the same pair repeated, unlike the
+    shared [2] form (counter (offset, r))."""
+    rows = 8
+    probs = torch.full((rows, 16), 1 / 16)
+    pair = torch.tensor([123, 7])
+    want = [math.floor(16 * references.philox_uniform(123, 7, 0))] * rows
+    for seed in (pair.expand(rows, 2), pair.repeat(rows, 1), pair.repeat(rows, 2)[:, 2:]):
+        assert sycl_kernels.sample_from_probs(probs, seed=seed).tolist() == want
+    shared = [math.floor(16 * references.philox_uniform(123, 7, r)) for r in range(rows)]
+    assert sycl_kernels.sample_from_probs(probs, seed=pair).tolist() == shared
+    assert shared != want
 
 
 SAMPLE_GRID = [
@@ -226,6 +283,26 @@ def test_empirical_frequencies_follow_the_renormalized_distribution(filters: dic
     freq = torch.bincount(got.long(), minlength=32).double() / draws
     assert bool((freq[want == 0] == 0).all())
     assert 0.5 * float((freq - want).abs().sum()) < 0.04
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [{}, {"top_k": 2}, {"top_p": 0.6}, {"top_k": 3, "top_p": 0.6, "joint": True}, {"min_p": 0.5}],
+    ids=["plain", "top_k", "top_p", "joint", "min_p"],
+)
+def test_rows_of_extreme_mass_sample_their_distribution(filters: dict) -> None:
+    """A row of mass 6e38 (past float32's largest) and one of 4e-40 (subnormal): 4000
+    draws each, total variation to the float64 reference well under 0.1 (its expected
+    sampling error is about 0.01; an overflowed mass always drew the last kept entry)."""
+    rows = torch.tensor([[3e38, 1e38, 2e38, 1.0, 0.0], [1e-40, 3e-40, 0.0, 0.0, 2e-45]])
+    want = references.renormalized(rows, references.sampling_mask(rows, **filters))
+    draws = 4000
+    for r in range(2):
+        indices = torch.full((draws,), r, dtype=torch.int64)
+        got = sycl_kernels.sample_from_probs(rows, indices=indices, seed=_seed(9), **filters)
+        freq = torch.bincount(got.long(), minlength=5).double() / draws
+        assert bool((freq[want[r] == 0] == 0).all()), (r, freq)
+        assert 0.5 * float((freq - want[r]).abs().sum()) < 0.05, (r, freq, want[r])
 
 
 def test_per_row_values_are_checked_on_cpu() -> None:

@@ -16,8 +16,9 @@ where the torch sequence rounds after each step, the result is within an ulp of 
 (the repetition step alone, one operation, is exact either way). Hugging Face's
 ``x * rep if x < 0 else x / rep`` is the same function (signed zeros and NaN too).
 
-Each penalty is per row: a float scalar (``repetition_penalty``) or a [batch] tensor
-(``repetition_penalties``, float32 or logits' dtype, any stride), not both.
+Each penalty is per row: a float scalar (``repetition_penalty``; finite, within
+float32's range) or a [batch] tensor (``repetition_penalties``, float32 or logits'
+dtype, any stride), not both.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ from ._op import op
 
 _INDEX_NAMES = {torch.int32: "i32", torch.int64: "i64"}
 _PENALTIES = ("repetition", "frequency", "presence")
+# The largest penalty scalar: the kernels take float32 ones.
+_FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 def _check_logits(name: str, logits: object) -> tuple[DType, int, int, int]:
@@ -125,6 +128,12 @@ def _check_penalty(
 ) -> tuple[bool, int, torch.dtype | None]:
     """(whether it changes anything, the tensor's stride, the tensor's dtype)."""
     check_number(name, f"{kind}_penalty", scalar, positive=positive)
+    # Past float32's range it would be infinite there: inf * 0 makes every unseen token NaN.
+    if not abs(scalar) <= _FLOAT32_MAX:
+        raise ValueError(
+            f"{name}(): {kind}_penalty is {scalar!r}; expected a finite value within "
+            "float32's range"
+        )
     if tensor is None:
         return scalar != neutral, 0, None
     if scalar != neutral:
@@ -389,7 +398,8 @@ def _bind_top_k(
         logits_stride=plan.logits_stride,
         vocab=logits.shape[1],
         top_ks_stride=plan.top_ks_stride,
-        top_k=0 if top_k is None else top_k,
+        # Any k >= vocab keeps the row: clamped, a Python int past int64 is one too.
+        top_k=0 if top_k is None else min(top_k, logits.shape[1]),
         out_stride=plan.out_stride,
     )
 
@@ -408,14 +418,14 @@ def top_k_mask_logits(
     Ties: every element equal to the k-th largest is kept, so a row may keep more
     than k (Hugging Face's TopKLogitsWarper). Order: -0.0 equals +0.0; NaN ranks above
     +inf (torch.topk) and is never masked, and a row whose k-th largest is NaN is
-    kept whole (Hugging Face's `scores < kth` is then false everywhere).
+    kept whole (Hugging Face's `scores < kth` is then false everywhere): k or more NaNs.
 
     logits: float32/float16/bfloat16 [batch, vocab], unit last stride. top_k: an
-    int >= 1 for every row (at least vocab keeps all), or top_ks: int32/int64
-    [batch], any stride, one k a row, where a k below 1 or at least vocab keeps the
-    row whole (vLLM's "no top-k"); exactly one of them. out: logits' dtype and
-    shape, unit last stride; it may be logits itself (in place), any other overlap
-    with logits is not allowed. Not differentiable.
+    int >= 1 for every row (at least vocab, however large, keeps all), or top_ks:
+    int32/int64 [batch], any stride, one k a row, where a k below 1 or at least
+    vocab keeps the row whole (vLLM's "no top-k"); exactly one of them. out: logits'
+    dtype and shape, unit last stride; it may be logits itself (in place), any other
+    overlap with logits is not allowed. Not differentiable.
     """
     name = "top_k_mask_logits"
     dtype, batch, vocab, logits_stride = _check_logits(name, logits)

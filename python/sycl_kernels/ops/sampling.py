@@ -23,7 +23,9 @@ Semantics, per row of float32 probabilities p (the row need not sum to one):
   which every filter keeps).
 - renormalized: kept * (1 / W) in float32, W the kept mass, 0 elsewhere; a row
   without support gives zeros. Sampled: index i with probability kept_i / W; a row
-  without support gives 0.
+  without support gives 0. A row whose mass is outside [2^-64, 2^64] (past float32's
+  range, or 1 / W overflowing) has its masses taken in units of a power of two near
+  its maximum (exact scaling), so it gives what the same row at a normal scale does.
 
 Randomness: each output row's one uniform is Philox 4x32-10 (key: the 64-bit seed,
 counter: the 64-bit offset and the output row index), so a row's draw depends only on
@@ -72,6 +74,8 @@ class SamplePlan(NamedTuple):
     top_k_type: str
     indices_type: str
     seed_stride: int
+    seed_per_row: bool
+    """A [rows, 2] seed (by its shape: a row stride of 0 is still one pair a row)."""
     out_stride: int
 
 
@@ -194,7 +198,8 @@ def top_k_renorm_probs(
     [rows, vocab] (module doc: support, ties, renormalization).
 
     probs: float32 [rows, vocab], unit last stride (any row stride), need not sum to
-    one. top_k: an int >= 1 for every row (at least vocab keeps every row whole), or
+    one. top_k: an int >= 1 for every row (at least vocab, however large, keeps every
+    row whole), or
     top_k_per_row: int32 or int64 [rows], one per row, each at least 1 (checked on
     CPU; on an XPU, unchecked: a value below 1 acts as 1). Give exactly one of them.
     Ties with the k-th largest are all kept. out: optional float32 [rows, vocab]
@@ -364,6 +369,7 @@ def _bind_sample(
         top_p=float(1.0 if top_p is None else top_p),
         min_p=float(0.0 if min_p is None else min_p),
         seed_stride=plan.seed_stride,
+        seed_per_row=int(plan.seed_per_row),
         out_stride=plan.out_stride,
     )
 
@@ -399,8 +405,9 @@ def sample_from_probs(
     top-k entries' mass ("top_k_first"); min-p comes last either way.
     seed: int64 [2] (seed, offset) shared by every row, the draw of output row r being
     Philox 4x32-10 with key seed and counter (offset, r); or int64 [rows, 2], one pair
-    per row (counter (offset, 0), so a row's draw does not depend on its position);
-    on probs' device. None draws a pair from torch's default generator of probs'
+    per row (counter (offset, 0), so a row's draw does not depend on its position;
+    any row stride: one pair expanded to [rows, 2] is that pair for every row); on
+    probs' device. None draws a pair from torch's default generator of probs'
     device at each call (torch.manual_seed reproduces it); philox_seed(generator)
     draws one from a torch.Generator. The same probs, parameters and seed give the
     same samples, whatever the other rows of the batch.
@@ -440,7 +447,7 @@ def sample_from_probs(
         _check_per_row(name, "min_p_per_row", min_p_per_row, probs, rows, (torch.float32,))
     elif min_p is not None:
         _check_min_p(name, min_p)
-    seed_stride = 0
+    seed_stride, seed_per_row = 0, False
     if seed is not None:
         shape, strides = tensor_meta(name, "seed", seed)
         if seed.dtype != torch.int64:
@@ -450,7 +457,7 @@ def sample_from_probs(
             check_unit_last_stride(name, "seed", shape, strides)
         elif tuple(shape) == (rows, 2):
             check_unit_last_stride(name, "seed", shape, strides)
-            seed_stride = strides[0]
+            seed_stride, seed_per_row = strides[0], True
         else:
             raise ValueError(
                 f"{name}(): seed has shape {tuple(shape)}; expected [2] (seed, offset) or "
@@ -465,5 +472,6 @@ def sample_from_probs(
         top_k_type,
         indices_type,
         seed_stride,
+        seed_per_row,
         1 if out_stride is None else out_stride,
     )

@@ -94,6 +94,7 @@ def sample_spec(joint: bool, top_k_type: str, indices_type: str) -> KernelSpec:
             Param("min_p_per_row", "const float*"),
             Param("seed", "const int64_t*"),
             Param("seed_stride", "int64_t"),
+            Param("seed_per_row", "int32_t"),
             Param("out", "int32_t*"),
             Param("out_stride", "int64_t"),
         ),
