@@ -19,6 +19,7 @@ import sycl_kernels
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from sycl_kernels.compat import vllm
 
 INT_EDGES = [-(2**63), -(2**31) - 1, -1, 0, 1, 2**31 - 1, 2**31, 2**32 + 1, 2**63 - 1]
 FINITE_EDGES = [0.0, -0.0, 1e-45, -1e-45, 1e-40, 3e-39, 1.2e-38, 1.0, -2.5, 3e38, -3.4e38]
@@ -137,3 +138,36 @@ def test_renormalized_edge_rows_sum_to_one(values: list[float], zeros: int, widt
     # Each kept entry in proportion to its probability, in float64.
     want = probs.double() / probs.double().sum()
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-30)
+
+
+@given(
+    values=st.lists(st.sampled_from(FINITE_EDGES), min_size=1, max_size=8),
+    rows=st.sampled_from([0, 1, 3]),
+    width=WIDTHS,
+)
+def test_vllm_per_tensor_fp8_edge_values(values: list[float], rows: int, width: int) -> None:
+    """compat.vllm.dynamic_scaled_fp8_quant (scale_min 0): the scale is written, empty
+    inputs included, and the values keep their sign, 0 stays 0, nothing becomes NaN."""
+    x = _row(values, width).expand(rows, width).contiguous()
+    result = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+    scale = torch.full((1,), -1.0)
+    vllm.dynamic_scaled_fp8_quant(result, x, scale)
+    amax = x.abs().max().item() if x.numel() else 0.0
+    assert scale.item() == torch.tensor(amax / 448.0, dtype=torch.float32).item()
+    got = result.float()
+    assert not got.isnan().any() and (got[x == 0] == 0).all() and (got * x >= 0).all()
+
+
+@given(values=st.lists(st.sampled_from(FLOAT_EDGES), min_size=1, max_size=8), width=WIDTHS)
+def test_vllm_topk_softmax_edge_logits(values: list[float], width: int) -> None:
+    """compat.vllm.topk_softmax on edge logits: distinct experts in range, weights in
+    [0, 1] or NaN only where the row's softmax is NaN (an Inf or NaN logit)."""
+    logits = _row(values, max(width, 2)).expand(2, -1).contiguous()
+    weights = torch.empty(2, 2)
+    ids = torch.empty(2, 2, dtype=torch.int32)
+    vllm.topk_softmax(weights, ids, torch.empty(2, 2, dtype=torch.int32), logits, False)
+    ids = ids.long()
+    assert ((ids >= 0) & (ids < logits.shape[-1])).all()
+    assert (ids[:, 0] != ids[:, 1]).all()
+    finite = torch.isfinite(logits).all(dim=-1)
+    assert ((weights[finite] >= 0) & (weights[finite] <= 1)).all()
