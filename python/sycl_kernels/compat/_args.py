@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import torch
 
 from .. import ops
+from ..ops._checks import check_own_memory as check_own_memory
 from ..ops._op import Op
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -111,18 +112,6 @@ def check_strides(op: str, name: str, t: torch.Tensor, expected: tuple, layout: 
             f"{op}(): {name} has shape {tuple(t.shape)} and strides {strides}; expected "
             f"strides ({shown}) ({layout}, where a size exceeds 1)"
         )
-
-
-def check_own_memory(op: str, name: str, t: torch.Tensor) -> None:
-    """t, written, has its own memory per element (no expanded or overlapping view)."""
-    extent = 1
-    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n > 1):
-        if stride < extent:
-            raise ValueError(
-                f"{op}(): {name} is written but its elements overlap (shape {tuple(t.shape)}, "
-                f"strides {t.stride()}); expected a tensor with its own memory per element"
-            )
-        extent += stride * (size - 1)
 
 
 def check_dense(op: str, name: str, t: torch.Tensor, layout: str) -> None:

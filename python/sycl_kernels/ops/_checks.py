@@ -240,3 +240,16 @@ def check_same_device(
             f"{op}(): {name} is on {t.device} but {like_name} is on {like.device}; "
             "expected the same device"
         )
+
+
+def check_own_memory(op: str, name: str, t: torch.Tensor) -> None:
+    """A written tensor: no two elements at one address (an expanded or overlapping view)."""
+    extent = 1
+    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n > 1):
+        if stride < extent:
+            raise ValueError(
+                f"{op}(): {name} is written but its elements overlap (shape "
+                f"{tuple(t.shape)}, strides {t.stride()}); expected a tensor with its own "
+                "memory per element"
+            )
+        extent += stride * (size - 1)

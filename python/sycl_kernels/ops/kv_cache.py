@@ -28,6 +28,7 @@ from ._checks import (
     check_disjoint_rows,
     check_float_dtype,
     check_index_range,
+    check_own_memory,
     check_same,
     check_shape,
     check_tensor,
@@ -62,19 +63,6 @@ class _Plan(NamedTuple):
     block_size: int
     a: _Stream
     b: _Stream
-
-
-def _check_own_memory(op: str, name: str, t: torch.Tensor) -> None:
-    """A written cache: no two elements at one address (an expanded tensor)."""
-    extent = 1
-    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n > 1):
-        if stride < extent:
-            raise ValueError(
-                f"{op}(): {name} is written but its elements overlap (shape "
-                f"{tuple(t.shape)}, strides {t.stride()}); expected a tensor with its own "
-                "memory per element"
-            )
-        extent += stride * (size - 1)
 
 
 def _check_slots(op: str, slot_mapping: torch.Tensor, like: torch.Tensor, tokens: int) -> None:
@@ -153,7 +141,7 @@ def _flash_stream(
     expected = f"[num_blocks, block_size, {heads}, {width}] (key's heads and head size)"
     if cache.dim() != 4 or shape[2:] != (heads, width):
         raise ValueError(f"{op}(): {name} has shape {tuple(shape)}; expected {expected}")
-    _check_own_memory(op, name, cache)
+    check_own_memory(op, name, cache)
     stream = _Stream(width, width, s[0], s[1], strides[0], strides[1], strides[2], 0)
     return stream, shape[0], shape[1]
 
@@ -180,8 +168,8 @@ def _split_streams(
         (blocks, heads, width, block_size),
         "[num_blocks, heads, head_size, block_size]: vLLM's split layout",
     )
-    _check_own_memory(op, "key_cache", key_cache)
-    _check_own_memory(op, "value_cache", value_cache)
+    check_own_memory(op, "key_cache", key_cache)
+    check_own_memory(op, "value_cache", value_cache)
     kc, vc = key_cache.stride(), value_cache.stride()
     a = _Stream(width, x, key.stride(0), key.stride(1), kc[0], kc[3], kc[1], kc[2])
     b = _Stream(width, 1, value.stride(0), value.stride(1), vc[0], vc[3], vc[1], vc[2])
@@ -378,7 +366,7 @@ def concat_and_cache_mla(
             f"{name}(): kv_cache has shape {tuple(shape)}; expected [num_blocks, "
             f"block_size, kv_c's {rank} + k_pe's {pe_dim}]"
         )
-    _check_own_memory(name, "kv_cache", kv_cache)
+    check_own_memory(name, "kv_cache", kv_cache)
     _check_slots(name, slot_mapping, kv_cache, tokens)
     _check_scales(name, fp8, kv_cache, (("scale", scale),))
     if rank == 0 or pe_dim == 0:
