@@ -104,6 +104,8 @@ def _session_cache(
         yield
         if pytestconfig.getoption("record_suite_kernels"):
             _write_suite_kernels()
+        elif os.environ.get("CI") and _whole_suite(pytestconfig) and SUITE_KERNELS.exists():
+            _check_suite_kernels(_read_suite_kernels(tmp_path_factory.mktemp("suite-record")))
         if record is not None:
             try:
                 recorded = jit.read_specs(record)
@@ -112,6 +114,25 @@ def _session_cache(
             by_name = {spec.name: spec for spec in (*recorded, *jit.loaded_specs())}
             jit.write_specs(record, by_name.values())
     config.cache_clear()
+
+
+def _check_suite_kernels(recorded: list) -> None:
+    """A whole-suite run in CI (the "ci" hypothesis profile: derandomized, so every run
+    loads the same kernels) fails where SUITE_KERNELS is not what it loaded: a test
+    added or changed since its last refresh would compile on first use, or the record
+    would compile kernels no test loads."""
+    loaded = {spec.name for spec in jit.loaded_specs()}
+    names = {spec.name for spec in recorded}
+    missing, unused = sorted(loaded - names), sorted(names - loaded)
+    if missing or unused:
+        shown = [f"loaded, not recorded: {n}" for n in missing[:5]]
+        shown += [f"recorded, not loaded: {n}" for n in unused[:5]]
+        pytest.fail(
+            f"{SUITE_KERNELS.name} is stale ({len(missing)} kernels this run loaded are not "
+            f"in it, {len(unused)} in it were not loaded; e.g. {'; '.join(shown)}). "
+            "Refresh it: CI=true python -m pytest --record-suite-kernels",
+            pytrace=False,
+        )
 
 
 def _write_suite_kernels() -> None:
@@ -164,7 +185,7 @@ def unkept_launches(monkeypatch: pytest.MonkeyPatch) -> None:
     for a test that swaps what a binding reads (the tuning, the kernel lookup)."""
     from sycl_kernels.ops import _op
 
-    monkeypatch.setattr(_op, "_metadata_key", lambda args: None)
+    monkeypatch.setattr(_op, "metadata_key", lambda args: None)
 
 
 @pytest.fixture(autouse=True)

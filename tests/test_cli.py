@@ -152,6 +152,7 @@ def test_bench_quick_reports_every_part(tmp_path: Path) -> None:
         "torch.ops.sycl_kernels.rmsnorm_out (the dispatcher, as compiled graphs call it)",
         "torch rms_norm",
         "- checks",
+        "- arguments: the record of a call (bound by name)",
         "- binding: spec, kernel, metadata arguments",
         "- of a repeated call, both: the bound launch found by its key",
         "- launch: marshalling, submit, wait",

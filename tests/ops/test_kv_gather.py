@@ -207,9 +207,10 @@ def test_kernel_skips_out_of_range_rows_without_the_host_check(changes, skipped)
     valid = _gather_args()
     want = references.paged_gather(*valid.values())
     want[skipped] = 0
-    args = (*(valid | changes).values(), None)
-    sycl_kernels.gather_cache.bound_launch(args).launch(*args)  # the kernel, no prepare
-    assert torch.equal(args[1], want)
+    op = sycl_kernels.gather_cache
+    a = op.schema.bind((), valid | changes)
+    op.bound_launch(a).launch(*a)  # the kernel, no prepare
+    assert torch.equal(a.dst, want)
 
 
 def test_unread_block_table_entries_are_not_checked() -> None:

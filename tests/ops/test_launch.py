@@ -4,6 +4,8 @@ fails when it is bound, never as wrong numbers."""
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import pytest
 import torch
 from sycl_kernels import _runtime
@@ -15,7 +17,8 @@ from sycl_kernels.specs.norm import rmsnorm_spec
 from tests import references
 
 SPEC = rmsnorm_spec(BY_NAME["fp32"], 64, "cpu")
-ARGUMENTS = ("x", "weight", "eps", "out")
+# The launch's arguments: an op's argument record (ops/_schema.py).
+ARGUMENTS = namedtuple("rmsnorm_arguments", ("x", "weight", "eps", "out"))
 # rmsnorm_spec's parameters for 3 contiguous rows of 64 (kernels/common/rows.hpp).
 ROWS = {
     "x_outer": 0,
@@ -108,10 +111,11 @@ def test_a_range_error_at_binding_names_the_ops_argument() -> None:
     from sycl_kernels.ops import moe_align_block_size
 
     error = ParameterRangeError("moe_align_scan", "block_size", "i", 2**31)
-    message = str(moe_align_block_size._range_error(error))
+    arguments = moe_align_block_size.schema.index
+    message = str(error.in_terms_of("moe_align_block_size", arguments))
     assert message.startswith("moe_align_block_size(): block_size is 2147483648; ")
     assert "[-2147483648, 2147483647] (int32_t)" in message
     error = ParameterRangeError("moe_align_scan", "chunks", "i", 2**31)
     assert "make kernel moe_align_scan's chunks 2147483648" in str(
-        moe_align_block_size._range_error(error)
+        error.in_terms_of("moe_align_block_size", arguments)
     )

@@ -10,7 +10,7 @@ import weakref
 import pytest
 import sycl_kernels
 import torch
-from sycl_kernels.ops import _op
+from sycl_kernels.ops import _op, _schema
 
 from tests import references
 
@@ -59,8 +59,8 @@ def test_a_tensor_subclass_is_checked_apart_from_a_plain_tensor() -> None:
         references.rmsnorm(x, w, 1e-6),
         **references.tolerance(torch.float32),
     )
-    key = _op._metadata_key((x, parameter, 1e-6, None))
-    assert key is not None and key != _op._metadata_key((x, w, 1e-6, None))
+    key = _schema.metadata_key((x, parameter, 1e-6, None))
+    assert key is not None and key != _schema.metadata_key((x, w, 1e-6, None))
 
 
 def test_the_cache_is_bounded_and_results_stay_right(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,7 +79,9 @@ def test_a_sparse_tensor_is_not_taken_for_a_strided_one_of_its_strides() -> None
     w = torch.randn(64)
     sparse = torch.randn(3, 64).to_sparse()  # reports strides (0, 0)
     strided = torch.zeros(64).as_strided((3, 64), sparse.stride())
-    assert _op._metadata_key((sparse, w, 1e-6, None)) != _op._metadata_key((strided, w, 1e-6, None))
+    assert _schema.metadata_key((sparse, w, 1e-6, None)) != _schema.metadata_key(
+        (strided, w, 1e-6, None)
+    )
     with pytest.raises(ValueError, match=r"x has layout torch\.sparse_coo"):
         sycl_kernels.rmsnorm(sparse, w, 1e-6)
 

@@ -176,6 +176,7 @@ def host_overhead(repeats: int) -> dict[str, float]:
     rows = (0, 0, 64)  # row strides (kernels/common/rows.hpp)
     eps = 1e-6
     plan = norm_ops.rmsnorm.check(x, w, eps, out)
+    record = norm_ops.rmsnorm.schema.bind((x, w, eps), {"out": out})
 
     def launch_on(q) -> Callable[[], None]:
         """The bound launch the ops make after their checks, on queue q."""
@@ -189,13 +190,14 @@ def host_overhead(repeats: int) -> dict[str, float]:
         ),
         "torch rms_norm": lambda: torch.nn.functional.rms_norm(x, (64,), w, eps),
         "- checks": lambda: norm_ops.rmsnorm.check(x, w, eps, out),
+        "- arguments: the record of a call (bound by name)": (
+            lambda: norm_ops.rmsnorm.schema.bind((x, w, eps), {"out": out})
+        ),
         "- binding: spec, kernel, metadata arguments": (
-            lambda: norm_ops.rmsnorm.bind(plan, x, w, eps, out).launcher(
-                norm_ops.rmsnorm.launch_names
-            )
+            lambda: norm_ops.rmsnorm.bind(plan, record).launcher(type(record))
         ),
         "- of a repeated call, both: the bound launch found by its key": (
-            lambda: norm_ops.rmsnorm.bound_launch((x, w, eps, out))
+            lambda: norm_ops.rmsnorm.bound_launch(record)
         ),
         "- launch: marshalling, submit, wait": launch_on(queue),
         "  - of which marshalling and submit, without the wait": launch_on(no_wait),

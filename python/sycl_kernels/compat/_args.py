@@ -16,6 +16,7 @@ import torch
 
 from .. import ops
 from ..ops._checks import check_own_memory as check_own_memory
+from ..ops._checks import check_same_device
 from ..ops._op import Op
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,11 +89,7 @@ def check_output(
     if dtypes is not None and t.dtype not in dtypes:
         names = " or ".join(str(d) for d in dtypes)
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected {names}")
-    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
-        raise ValueError(
-            f"{op}(): {name} is on {t.device} but {like_name} is on {like.device}; expected "
-            "the same device"
-        )
+    check_same_device(op, name, t, like_name, like)
     return t
 
 

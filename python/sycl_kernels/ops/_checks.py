@@ -46,12 +46,21 @@ def check_float_dtype(op: str, name: str, t: torch.Tensor) -> DType:
     return dtype
 
 
-def check_same(op: str, name: str, t: torch.Tensor, like_name: str, like: torch.Tensor) -> None:
-    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
-        raise ValueError(
-            f"{op}(): {name} is on {t.device} but {like_name} is on {like.device}; "
-            "expected the same device"
+def check_float32_or_dtype_of(
+    op: str, name: str, t: torch.Tensor, like_name: str, like: torch.Tensor
+) -> DType:
+    """t (a weight, a table, a bias read beside like) in float32 or like's dtype."""
+    if t.dtype != like.dtype and t.dtype != torch.float32:
+        raise TypeError(
+            f"{op}(): {name} has dtype {t.dtype}; expected {like_name}'s dtype {like.dtype} "
+            "or torch.float32"
         )
+    return BY_TORCH[t.dtype]
+
+
+def check_same(op: str, name: str, t: torch.Tensor, like_name: str, like: torch.Tensor) -> None:
+    """t on like's device and of like's dtype."""
+    check_same_device(op, name, t, like_name, like)
     if t.dtype != like.dtype:
         raise TypeError(
             f"{op}(): {name} has dtype {t.dtype} but {like_name} has {like.dtype}; "

@@ -11,7 +11,9 @@ the binding into its launch, which reads only the addresses at each call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections import namedtuple
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -51,6 +53,17 @@ class ParameterRangeError(ValueError):
         super().__init__(
             f"binding {spec}: {param} is {self.ctype} but was given {value}; expected a "
             f"value in [{low}, {high}]"
+        )
+
+    def in_terms_of(self, op: str, arguments: Collection[str]) -> ValueError:
+        """The error in the terms of the op `op` of `arguments`: its argument where one
+        has the parameter's name, else the sizes that made it (an op's checks should
+        have refused them first: this is the last line)."""
+        expected = f"expected a value in [{self.low}, {self.high}] ({self.ctype})"
+        if self.param in arguments:
+            return ValueError(f"{op}(): {self.param} is {self.value}; {expected}")
+        return ValueError(
+            f"{op}(): the arguments make kernel {self.spec}'s {self.param} {self.value}; {expected}"
         )
 
 
@@ -115,8 +128,10 @@ class KernelBinding:
         self.values = bound
         self.prepare = prepare
 
-    def launcher(self, arguments: Sequence[str]) -> Launch:
-        """The launch for calls whose arguments are named `arguments`, in order."""
+    def launcher(self, record: type) -> Launch:
+        """The launch for calls whose arguments are the fields of `record`, in order (an
+        op's argument record, ops/_schema.py)."""
+        arguments = record._fields
         params = []
         for p, value in zip(self.spec.params, self.values, strict=True):
             if isinstance(value, Address):
@@ -135,7 +150,7 @@ class KernelBinding:
             )
         else:
             kernel = _XpuLaunch(self.spec, self.device, global_size, params)
-        return kernel if self.prepare is None else _Prepared(self.prepare, kernel)
+        return kernel if self.prepare is None else _Prepared(self.prepare, record, kernel)
 
 
 class _XpuLaunch:
@@ -151,14 +166,15 @@ class _XpuLaunch:
 
 
 class _Prepared:
-    """A launch whose arguments pass through `prepare` first: checks that read data
-    (an index range on CPU tensors), or a conversion."""
+    """A launch whose arguments pass through `prepare(a)` first (a: their record):
+    checks that read data (an index range on CPU tensors), or a conversion (it
+    returns the record to launch, `a._replace(...)`)."""
 
-    def __init__(self, prepare: Callable[..., tuple], launch: Launch) -> None:
-        self.prepare, self.launch = prepare, launch
+    def __init__(self, prepare: Callable[[tuple], tuple], record: type, launch: Launch) -> None:
+        self.prepare, self.record, self.launch = prepare, record, launch
 
     def __call__(self, *args: object) -> None:
-        self.launch(*self.prepare(*args))
+        self.launch(*self.prepare(tuple.__new__(self.record, args)))
 
 
 class LaunchSequence:
@@ -178,9 +194,9 @@ class ScratchBinding:
     `size` elements allocated at each call (so concurrent calls never share one), the
     launch's last argument, named "scratch". Its first element is the kernels' flags
     word: on CPU tensors, where the launch has waited, a nonzero one after the kernels
-    calls `on_flags(flags, *args)`, which raises (checks that read data found by the
-    kernels themselves, in the same pass). On an XPU the flags are not read: that
-    would wait for the device."""
+    calls `on_flags(flags, a)` (a: the op's argument record), which raises (checks
+    that read data found by the kernels themselves, in the same pass). On an XPU the
+    flags are not read: that would wait for the device."""
 
     def __init__(
         self,
@@ -190,12 +206,17 @@ class ScratchBinding:
     ) -> None:
         self.bindings, self.size, self.on_flags = tuple(bindings), size, on_flags
 
-    def launcher(self, arguments: Sequence[str]) -> Launch:
-        names = (*arguments, "scratch")
-        launches = [b.launcher(names) for b in self.bindings]
+    def launcher(self, record: type) -> Launch:
+        launches = [b.launcher(_with_scratch(record)) for b in self.bindings]
         device = self.bindings[0].device
         on_flags = self.on_flags if device.type == "cpu" else None
-        return _ScratchLaunch(launches, self.size, device, on_flags)
+        return _ScratchLaunch(launches, self.size, device, record, on_flags)
+
+
+@functools.cache
+def _with_scratch(record: type) -> type:
+    """The record of an op's arguments and the scratch after them."""
+    return namedtuple(f"{record.__name__}_and_scratch", (*record._fields, "scratch"))
 
 
 class _ScratchLaunch:
@@ -204,9 +225,11 @@ class _ScratchLaunch:
         launches: Sequence[Launch],
         size: int,
         device: torch.device,
+        record: type,
         on_flags: Callable[..., None] | None,
     ) -> None:
-        self.launches, self.size, self.device, self.on_flags = launches, size, device, on_flags
+        self.launches, self.size, self.device = launches, size, device
+        self.record, self.on_flags = record, on_flags
 
     def __call__(self, *args: object) -> None:
         scratch = torch.empty(self.size, dtype=torch.int32, device=self.device)
@@ -215,7 +238,7 @@ class _ScratchLaunch:
         if self.on_flags is not None:
             flags = int(scratch[0])
             if flags:
-                self.on_flags(flags, *args)
+                self.on_flags(flags, tuple.__new__(self.record, args))
 
 
 def bind_kernel(
@@ -227,9 +250,9 @@ def bind_kernel(
     **values: object,
 ) -> KernelBinding:
     """`spec`'s kernel as `groups` work-groups of the size it was compiled for, on
-    like's device, with `values` by parameter name (module doc). `prepare(*args)`
-    runs at each call and returns the arguments the launch reads: for checks that
-    read data, or a conversion.
+    like's device, with `values` by parameter name (module doc). `prepare(a)` runs
+    at each call on the op's argument record and returns the record the launch
+    reads: for checks that read data, or a conversion.
 
     CPU tensors have one queue, so the kernel is looked up once, at binding; an XPU's
     is the current stream's, looked up at each launch. Pointer arguments are taken
@@ -237,6 +260,18 @@ def bind_kernel(
     on every entry point).
     """
     return KernelBinding(spec, like, groups, values, prepare)
+
+
+class TorchLaunch:
+    """A launch in torch ops instead of a kernel, for a call with nothing for a kernel
+    to compute but outputs to fill: `run(a)` on the op's argument record."""
+
+    def __init__(self, run: Callable[[tuple], None]) -> None:
+        self.run = run
+
+    def launcher(self, record: type) -> Launch:
+        run = self.run
+        return lambda *args: run(tuple.__new__(record, args))
 
 
 def skip(*args: object) -> None:

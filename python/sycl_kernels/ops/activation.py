@@ -32,7 +32,8 @@ from ._checks import (
     tensor_meta,
 )
 from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
-from ._op import op
+from ._op import Op, op
+from ._schema import Args
 
 # Activation name -> the activation in torch, for the gradient.
 _TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -113,9 +114,15 @@ def _check_halves(
     return activation, dtype, row_layout(op, out_shape[-1], out_shape, rows)
 
 
-def _bind_halves(
-    plan: _Plan | None, x: torch.Tensor, gate_first: bool, out=None, **floats: float
+def _bind_halves(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
+    return _bind_halves_of(plan, a.x, a.gate_first)
+
+
+def _bind_halves_of(
+    plan: _Plan | None, x: torch.Tensor, gate_first: bool, **floats: float
 ) -> KernelBinding | Launch:
+    """The *_and_mul ops' kernel: gate and up the halves of x's rows; floats: the
+    activation's parameters."""
     if plan is None:
         return skip
     dim = x.shape[-1] // 2
@@ -125,15 +132,15 @@ def _bind_halves(
     return _bind_rows(plan, x, dim, Address("x", gate_offset), Address("x", up_offset), **floats)
 
 
-def _halves_output(x: torch.Tensor, *_: object) -> torch.Tensor:
-    return x.new_empty(_out_shape(x.shape))
+def _halves_output(a: Args) -> torch.Tensor:
+    return a.x.new_empty(_out_shape(a.x.shape))
 
 
-def _halves_form(activation: str, x: torch.Tensor, gate_first: bool) -> torch.Tensor:
+def _halves_form(activation: str, a: Args) -> torch.Tensor:
     """The *_and_mul ops' formula in torch (float32 math), for their gradient."""
-    first, second = x.float().chunk(2, dim=-1)
-    gate, up = (first, second) if gate_first else (second, first)
-    return (_TORCH_ACTIVATIONS[activation](gate) * up).to(x.dtype)
+    first, second = a.x.float().chunk(2, dim=-1)
+    gate, up = (first, second) if a.gate_first else (second, first)
+    return (_TORCH_ACTIVATIONS[activation](gate) * up).to(a.x.dtype)
 
 
 _HALVES = """
@@ -145,57 +152,39 @@ _HALVES = """
     Math in float, rounded once. Differentiable in x (not with out=)."""
 
 
-@op(
-    bind=_bind_halves,
-    new_output=_halves_output,
-    torch_form=functools.partial(_halves_form, "silu"),
+def _halves_op(name: str, activation: str, summary: str) -> Op:
+    """An act(gate) * up op on the halves of x: the three have one signature."""
+
+    def check(
+        x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
+    ) -> _Plan | None:
+        return _check_halves(name, activation, x, out, gate_first)
+
+    check.__name__, check.__doc__ = name, summary + _HALVES
+    torch_form = functools.partial(_halves_form, activation)
+    return op(bind=_bind_halves, new_output=_halves_output, torch_form=torch_form)(check)
+
+
+silu_and_mul = _halves_op(
+    "silu_and_mul", "silu", "silu(gate) * up, silu(a) = a / (1 + exp(-a)), gate and up halves of x."
 )
-def silu_and_mul(
-    x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
-) -> _Plan | None:
-    return _check_halves("silu_and_mul", "silu", x, out, gate_first)
-
-
-@op(
-    bind=_bind_halves,
-    new_output=_halves_output,
-    torch_form=functools.partial(_halves_form, "gelu"),
+gelu_and_mul = _halves_op(
+    "gelu_and_mul", "gelu", "gelu(gate) * up, gelu with erf (exact), gate and up halves of x."
 )
-def gelu_and_mul(
-    x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
-) -> _Plan | None:
-    return _check_halves("gelu_and_mul", "gelu", x, out, gate_first)
-
-
-@op(
-    bind=_bind_halves,
-    new_output=_halves_output,
-    torch_form=functools.partial(_halves_form, "gelu_tanh"),
-)
-def gelu_tanh_and_mul(
-    x: torch.Tensor, out: torch.Tensor | None = None, *, gate_first: bool = True
-) -> _Plan | None:
-    return _check_halves("gelu_tanh_and_mul", "gelu_tanh", x, out, gate_first)
-
-
-silu_and_mul.__doc__ = (
-    "silu(gate) * up, silu(a) = a / (1 + exp(-a)), gate and up halves of x." + _HALVES
-)
-gelu_and_mul.__doc__ = "gelu(gate) * up, gelu with erf (exact), gate and up halves of x." + _HALVES
-gelu_tanh_and_mul.__doc__ = (
-    "gelu(gate) * up, gelu with the tanh approximation, gate and up halves of x." + _HALVES
+gelu_tanh_and_mul = _halves_op(
+    "gelu_tanh_and_mul",
+    "gelu_tanh",
+    "gelu(gate) * up, gelu with the tanh approximation, gate and up halves of x.",
 )
 
 
-def _bind_fatrelu(
-    plan: _Plan | None, x: torch.Tensor, threshold: float, out=None
-) -> KernelBinding | Launch:
-    return _bind_halves(plan, x, True, threshold=float(threshold))
+def _bind_fatrelu(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
+    return _bind_halves_of(plan, a.x, True, threshold=float(a.threshold))
 
 
-def _fatrelu_form(x: torch.Tensor, threshold: float) -> torch.Tensor:
-    gate, up = x.float().chunk(2, dim=-1)
-    return (torch.where(gate > threshold, gate, 0.0) * up).to(x.dtype)
+def _fatrelu_form(a: Args) -> torch.Tensor:
+    gate, up = a.x.float().chunk(2, dim=-1)
+    return (torch.where(gate > a.threshold, gate, 0.0) * up).to(a.x.dtype)
 
 
 @op(bind=_bind_fatrelu, new_output=_halves_output, torch_form=_fatrelu_form)
@@ -216,28 +205,26 @@ def fatrelu_and_mul(
     return _check_halves(name, "fatrelu", x, out, True)
 
 
-def _bind_swigluoai(
-    plan: _Plan | None, x: torch.Tensor, alpha: float, limit: float, out=None
-) -> KernelBinding | Launch:
+def _bind_swigluoai(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
     # gate and up alternate in x's rows: up starts one element past gate.
     return _bind_rows(
         plan,
-        x,
-        x.shape[-1] // 2,
+        a.x,
+        a.x.shape[-1] // 2,
         Address("x"),
-        Address("x", x.element_size()),
+        Address("x", a.x.element_size()),
         interleaved=True,
-        alpha=float(alpha),
-        limit=float(limit),
+        alpha=float(a.alpha),
+        limit=float(a.limit),
     )
 
 
-def _swigluoai_form(x: torch.Tensor, alpha: float, limit: float) -> torch.Tensor:
-    x32 = x.float()
+def _swigluoai_form(a: Args) -> torch.Tensor:
+    x32, limit = a.x.float(), a.limit
     gate, up = x32[..., 0::2].clamp(max=limit), x32[..., 1::2].clamp(-limit, limit)
-    return ((up + 1) * gate * torch.sigmoid(alpha * gate)).to(x.dtype)
+    return ((up + 1) * gate * torch.sigmoid(a.alpha * gate)).to(a.x.dtype)
 
 
 @op(bind=_bind_swigluoai, new_output=_halves_output, torch_form=_swigluoai_form)
@@ -259,20 +246,19 @@ def swigluoai_and_mul(
     return _check_halves(name, "swigluoai", x, out, True)
 
 
-def _bind_act_and_mul(
-    plan: _Plan | None, gate: torch.Tensor, up, activation: str, out=None
-) -> KernelBinding | Launch:
+def _bind_act_and_mul(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
-    return _bind_rows(plan, gate, gate.shape[-1], Address("gate"), Address("up"))
+    return _bind_rows(plan, a.gate, a.gate.shape[-1], Address("gate"), Address("up"))
 
 
-def _act_and_mul_form(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
-    return (_TORCH_ACTIVATIONS[activation](gate.float()) * up.float()).to(gate.dtype)
+def _act_and_mul_form(a: Args) -> torch.Tensor:
+    activation = _TORCH_ACTIVATIONS[a.activation]
+    return (activation(a.gate.float()) * a.up.float()).to(a.gate.dtype)
 
 
-def _like_gate(gate: torch.Tensor, *_: object) -> torch.Tensor:
-    return torch.empty_like(gate, memory_format=torch.contiguous_format)
+def _like_gate(a: Args) -> torch.Tensor:
+    return torch.empty_like(a.gate, memory_format=torch.contiguous_format)
 
 
 @op(bind=_bind_act_and_mul, new_output=_like_gate, torch_form=_act_and_mul_form)
@@ -333,10 +319,11 @@ def _check_elementwise(
     return activation, dtype, row_layout(op, shape[-1], shape, rows)
 
 
-def _bind_elementwise(plan: _Plan | None, x: torch.Tensor, out=None) -> KernelBinding | Launch:
+def _bind_elementwise(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
     activation, dtype, layout = plan
+    x = a.x
     dim = x.shape[-1]
     x_strides, *given = layout.strides
     out_strides = given[0] if given else contiguous_row_strides(layout, dim)
@@ -351,12 +338,12 @@ def _bind_elementwise(plan: _Plan | None, x: torch.Tensor, out=None) -> KernelBi
     )
 
 
-def _like_x(x: torch.Tensor, *_: object) -> torch.Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+def _like_x(a: Args) -> torch.Tensor:
+    return torch.empty_like(a.x, memory_format=torch.contiguous_format)
 
 
-def _elementwise_form(activation: str, x: torch.Tensor) -> torch.Tensor:
-    return _TORCH_ACTIVATIONS[activation](x.float()).to(x.dtype)
+def _elementwise_form(activation: str, a: Args) -> torch.Tensor:
+    return _TORCH_ACTIVATIONS[activation](a.x.float()).to(a.x.dtype)
 
 
 _ELEMENTWISE = """
@@ -366,27 +353,23 @@ _ELEMENTWISE = """
     tensor. Math in float, rounded once. Differentiable in x (not with out=)."""
 
 
-@op(
-    bind=_bind_elementwise,
-    new_output=_like_x,
-    torch_form=functools.partial(_elementwise_form, "gelu_tanh"),
-)
-def gelu_tanh(x: torch.Tensor, out: torch.Tensor | None = None) -> _Plan | None:
-    return _check_elementwise("gelu_tanh", "gelu_tanh", x, out)
+def _elementwise_op(name: str, summary: str) -> Op:
+    """An element-wise activation op (its name the activation's): one signature."""
+
+    def check(x: torch.Tensor, out: torch.Tensor | None = None) -> _Plan | None:
+        return _check_elementwise(name, name, x, out)
+
+    check.__name__, check.__doc__ = name, summary + _ELEMENTWISE
+    torch_form = functools.partial(_elementwise_form, name)
+    return op(bind=_bind_elementwise, new_output=_like_x, torch_form=torch_form)(check)
 
 
-@op(
-    bind=_bind_elementwise,
-    new_output=_like_x,
-    torch_form=functools.partial(_elementwise_form, "gelu_quick"),
-)
-def gelu_quick(x: torch.Tensor, out: torch.Tensor | None = None) -> _Plan | None:
-    return _check_elementwise("gelu_quick", "gelu_quick", x, out)
-
-
-gelu_tanh.__doc__ = (
+gelu_tanh = _elementwise_op(
+    "gelu_tanh",
     "gelu(x) with the tanh approximation, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + "
     "0.044715 * x^3))): torch's gelu(approximate='tanh'), Hugging Face's and vLLM's "
-    "gelu_new and gelu_fast (one function, written two ways)." + _ELEMENTWISE
+    "gelu_new and gelu_fast (one function, written two ways).",
 )
-gelu_quick.__doc__ = "x * sigmoid(1.702 * x), vLLM's and Hugging Face's gelu_quick." + _ELEMENTWISE
+gelu_quick = _elementwise_op(
+    "gelu_quick", "x * sigmoid(1.702 * x), vLLM's and Hugging Face's gelu_quick."
+)

@@ -8,39 +8,32 @@ from ..specs.diffusion import timestep_embedding_spec
 from ._checks import check_bool, check_int, check_number, check_tensor
 from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 
 
-def _as_float32(t: torch.Tensor, *rest: object) -> tuple:
+def _as_float32(a: Args) -> tuple:
     """The launch's arguments with t as the contiguous float32 the kernel reads."""
-    return (t.to(torch.float32).contiguous(), *rest)
+    return a._replace(t=a.t.to(torch.float32).contiguous())
 
 
-def _bind(
-    plan: None,
-    t: torch.Tensor,
-    dim: int,
-    flip_sin_to_cos: bool,
-    downscale_freq_shift: float,
-    scale: float,
-    max_period: float,
-) -> KernelBinding | Launch:
-    if t.shape[0] == 0:
+def _bind(plan: None, a: Args) -> KernelBinding | Launch:
+    if a.t.shape[0] == 0:
         return skip
     return bind_kernel(
-        timestep_embedding_spec(dim),
-        t,
-        t.shape[0],
+        timestep_embedding_spec(a.dim),
+        a.t,
+        a.t.shape[0],
         prepare=_as_float32,
         timesteps=Address("t"),
-        flip_sin_to_cos=int(flip_sin_to_cos),
-        downscale_freq_shift=float(downscale_freq_shift),
-        scale=float(scale),
-        max_period=float(max_period),
+        flip_sin_to_cos=int(a.flip_sin_to_cos),
+        downscale_freq_shift=float(a.downscale_freq_shift),
+        scale=float(a.scale),
+        max_period=float(a.max_period),
     )
 
 
-def _new_output(t: torch.Tensor, dim: int, *_: object) -> torch.Tensor:
-    return torch.empty((t.shape[0], dim), dtype=torch.float32, device=t.device)
+def _new_output(a: Args) -> torch.Tensor:
+    return torch.empty((a.t.shape[0], a.dim), dtype=torch.float32, device=a.t.device)
 
 
 @op(bind=_bind, new_output=_new_output)

@@ -30,12 +30,14 @@ from ._checks import (
     check_index_range,
     check_own_memory,
     check_same,
+    check_same_device,
     check_shape,
     check_tensor,
     check_unit_last_stride,
 )
 from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 
 _FP8 = torch.float8_e4m3fn
 
@@ -65,16 +67,33 @@ class _Plan(NamedTuple):
     b: _Stream
 
 
-def _check_slots(op: str, slot_mapping: torch.Tensor, like: torch.Tensor, tokens: int) -> None:
+def _check_sources(
+    op: str, first: tuple[str, object], second: tuple[str, object], dims: int, shape: str
+) -> DType:
+    """The two tensors a store writes (key and value, kv_c and k_pe): of one float dtype
+    and device, `dims` dimensions each (`shape` names them), unit last stride; their
+    dtype."""
+    (first_name, a), (second_name, b) = first, second
+    check_tensor(op, first_name, a)
+    dtype = check_float_dtype(op, first_name, a)
+    check_tensor(op, second_name, b)
+    check_same(op, second_name, b, first_name, a)
+    for name, t in (first, second):
+        if t.dim() != dims:
+            raise ValueError(f"{op}(): {name} has shape {tuple(t.shape)}; expected {shape}")
+        check_unit_last_stride(op, name, t.shape, t.stride())
+    return dtype
+
+
+def _check_slots(
+    op: str, slot_mapping: torch.Tensor, like_name: str, like: torch.Tensor, tokens: int
+) -> None:
     check_tensor(op, "slot_mapping", slot_mapping)
     if slot_mapping.dtype != torch.int64:
         raise TypeError(
             f"{op}(): slot_mapping has dtype {slot_mapping.dtype}; expected torch.int64"
         )
-    if slot_mapping.device != like.device:
-        raise ValueError(
-            f"{op}(): slot_mapping is on {slot_mapping.device} but the caches are on {like.device}"
-        )
+    check_same_device(op, "slot_mapping", slot_mapping, like_name, like)
     check_shape(op, "slot_mapping", slot_mapping.shape, (tokens,), "one slot a token")
     if tokens > 1 and slot_mapping.stride(0) != 1:
         raise ValueError(
@@ -83,18 +102,15 @@ def _check_slots(op: str, slot_mapping: torch.Tensor, like: torch.Tensor, tokens
 
 
 def _check_cache_dtype(
-    op: str, src: torch.Tensor, caches: tuple[tuple[str, torch.Tensor], ...]
+    op: str, src_name: str, src: torch.Tensor, caches: tuple[tuple[str, torch.Tensor], ...]
 ) -> bool:
     """Whether the caches hold fp8 e4m3 (else src's dtype); they must agree."""
     for name, cache in caches:
         check_tensor(op, name, cache)
-        if not (src.is_cpu and cache.is_cpu) and cache.device != src.device:
-            raise ValueError(
-                f"{op}(): {name} is on {cache.device} but the source is on {src.device}"
-            )
+        check_same_device(op, name, cache, src_name, src)
         if cache.dtype not in (src.dtype, _FP8):
             raise TypeError(
-                f"{op}(): {name} has dtype {cache.dtype}; expected the source's "
+                f"{op}(): {name} has dtype {cache.dtype}; expected {src_name}'s "
                 f"{src.dtype} or torch.float8_e4m3fn"
             )
     dtypes = {cache.dtype for _, cache in caches}
@@ -104,7 +120,11 @@ def _check_cache_dtype(
 
 
 def _check_scales(
-    op: str, fp8: bool, like: torch.Tensor, scales: tuple[tuple[str, torch.Tensor | None], ...]
+    op: str,
+    fp8: bool,
+    like_name: str,
+    like: torch.Tensor,
+    scales: tuple[tuple[str, torch.Tensor | None], ...],
 ) -> None:
     for name, scale in scales:
         if not fp8:
@@ -119,10 +139,7 @@ def _check_scales(
         check_tensor(op, name, scale)
         if scale.dtype != torch.float32:
             raise TypeError(f"{op}(): {name} has dtype {scale.dtype}; expected torch.float32")
-        if scale.device != like.device:
-            raise ValueError(
-                f"{op}(): {name} is on {scale.device} but the cache is on {like.device}"
-            )
+        check_same_device(op, name, scale, like_name, like)
         if scale.dim() > 1 or scale.numel() != 1:
             raise ValueError(
                 f"{op}(): {name} has shape {tuple(scale.shape)}; expected one value, () or (1,)"
@@ -176,32 +193,32 @@ def _split_streams(
     return a, b, blocks, block_size
 
 
-def _range_check(op: str, position: int, num_slots: int, what: str, *args: object) -> tuple:
-    """The range check of a CPU slot mapping (args[position]), at each call: a launch's
-    prepare (ops/_launch.py)."""
-    check_index_range(op, "slot_mapping", args[position], num_slots, what, low=None)
-    return args
+def _range_check(num_slots: int, what: str, a: Args) -> tuple:
+    """The range check of a CPU slot mapping, at each call: a launch's prepare
+    (ops/_launch.py)."""
+    check_index_range(a.op_name, "slot_mapping", a.slot_mapping, num_slots, what, low=None)
+    return a
 
 
 def _bind(
     plan: _Plan | None,
+    a: Args,
     like: torch.Tensor,
-    slots: torch.Tensor,
-    position: int,
-    op_name: str,
     what: str,
     **addresses: object,
 ) -> KernelBinding | Launch:
+    """The store kernel (`what`: where the slots' bound comes from); addresses: its
+    pointer parameters not named as the op's arguments."""
     if plan is None:
         return skip
     tuned_for = _runtime.tuning_of(like)
-    a, b = plan.a, plan.b
-    spec = store_kv_spec(plan.dtype, plan.fp8, a.width, b.width, a.x, b.x, tuned_for)
+    key, value = plan.a, plan.b
+    spec = store_kv_spec(plan.dtype, plan.fp8, key.width, value.width, key.x, value.x, tuned_for)
     prepare = None
-    if slots.is_cpu:
-        prepare = functools.partial(_range_check, op_name, position, plan.num_slots, what)
+    if a.slot_mapping.is_cpu:
+        prepare = functools.partial(_range_check, plan.num_slots, what)
     values: dict[str, object] = {}
-    for prefix, s in (("key", a), ("value", b)):
+    for prefix, s in (("key", key), ("value", value)):
         values |= {
             f"{prefix}_token_stride": s.token_stride,
             f"{prefix}_head_stride": s.head_stride,
@@ -227,18 +244,14 @@ def _bind(
     )
 
 
-def _bind_store_kv_cache(
-    plan, key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale
-) -> KernelBinding | Launch:
+def _bind_store_kv_cache(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
     scales = {}
     if plan is not None and not plan.fp8:  # never read: any valid address
         scales = {"k_scale": Address("key"), "v_scale": Address("key")}
     return _bind(
         plan,
-        key,
-        slot_mapping,
-        4,
-        "store_kv_cache",
+        a,
+        a.key,
         "the caches' num_blocks * block_size",
         **scales,
     )
@@ -275,20 +288,11 @@ def store_kv_cache(
     stores nothing, never outside the cache.
     """
     name = "store_kv_cache"
-    check_tensor(name, "key", key)
-    dtype = check_float_dtype(name, "key", key)
-    check_tensor(name, "value", value)
-    check_same(name, "value", value, "key", key)
-    for t_name, t in (("key", key), ("value", value)):
-        if t.dim() != 3:
-            raise ValueError(
-                f"{name}(): {t_name} has shape {tuple(t.shape)}; expected [tokens, heads, "
-                "head_size]"
-            )
-        check_unit_last_stride(name, t_name, t.shape, t.stride())
+    dtype = _check_sources(name, ("key", key), ("value", value), 3, "[tokens, heads, head_size]")
     check_shape(name, "value", value.shape, key.shape, "key.shape")
     tokens, heads, width = key.shape
-    fp8 = _check_cache_dtype(name, key, (("key_cache", key_cache), ("value_cache", value_cache)))
+    caches = (("key_cache", key_cache), ("value_cache", value_cache))
+    fp8 = _check_cache_dtype(name, "key", key, caches)
     if key_cache.dim() == 5:
         a, b, blocks, block_size = _split_streams(
             name, key, value, key_cache, value_cache, heads, width
@@ -297,14 +301,14 @@ def store_kv_cache(
         a, blocks, block_size = _flash_stream(name, "key_cache", key, key_cache, heads, width)
         b, _, _ = _flash_stream(name, "value_cache", value, value_cache, heads, width)
         check_shape(name, "value_cache", value_cache.shape, key_cache.shape, "key_cache.shape")
-    _check_slots(name, slot_mapping, key_cache, tokens)
-    _check_scales(name, fp8, key_cache, (("k_scale", k_scale), ("v_scale", v_scale)))
+    _check_slots(name, slot_mapping, "key_cache", key_cache, tokens)
+    _check_scales(name, fp8, "key_cache", key_cache, (("k_scale", k_scale), ("v_scale", v_scale)))
     if tokens == 0 or heads == 0 or width == 0:
         return None
     return _Plan(dtype, fp8, tokens, heads, blocks * block_size, block_size, a, b)
 
 
-def _bind_mla(plan, kv_c, k_pe, kv_cache, slot_mapping, scale) -> KernelBinding | Launch:
+def _bind_mla(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
     scales = (
@@ -314,15 +318,13 @@ def _bind_mla(plan, kv_c, k_pe, kv_cache, slot_mapping, scale) -> KernelBinding 
     )
     return _bind(
         plan,
-        kv_c,
-        slot_mapping,
-        3,
-        "concat_and_cache_mla",
+        a,
+        a.kv_c,
         "kv_cache's num_blocks * block_size",
         key=Address("kv_c"),
         value=Address("k_pe"),
         key_cache=Address("kv_cache"),
-        value_cache=Address("kv_cache", plan.a.width * kv_cache.element_size()),
+        value_cache=Address("kv_cache", plan.a.width * a.kv_cache.element_size()),
         **scales,
     )
 
@@ -345,20 +347,11 @@ def concat_and_cache_mla(
     448)), as store_kv_cache. slot_mapping and the range check as store_kv_cache's.
     """
     name = "concat_and_cache_mla"
-    check_tensor(name, "kv_c", kv_c)
-    dtype = check_float_dtype(name, "kv_c", kv_c)
-    check_tensor(name, "k_pe", k_pe)
-    check_same(name, "k_pe", k_pe, "kv_c", kv_c)
-    for t_name, t in (("kv_c", kv_c), ("k_pe", k_pe)):
-        if t.dim() != 2:
-            raise ValueError(
-                f"{name}(): {t_name} has shape {tuple(t.shape)}; expected [tokens, width]"
-            )
-        check_unit_last_stride(name, t_name, t.shape, t.stride())
+    dtype = _check_sources(name, ("kv_c", kv_c), ("k_pe", k_pe), 2, "[tokens, width]")
     tokens, rank = kv_c.shape
     check_shape(name, "k_pe", k_pe.shape[:1], (tokens,), "kv_c's tokens")
     pe_dim = k_pe.shape[1]
-    fp8 = _check_cache_dtype(name, kv_c, (("kv_cache", kv_cache),))
+    fp8 = _check_cache_dtype(name, "kv_c", kv_c, (("kv_cache", kv_cache),))
     shape, strides = kv_cache.shape, kv_cache.stride()
     check_unit_last_stride(name, "kv_cache", shape, strides)
     if kv_cache.dim() != 3 or shape[2] != rank + pe_dim:
@@ -367,8 +360,8 @@ def concat_and_cache_mla(
             f"block_size, kv_c's {rank} + k_pe's {pe_dim}]"
         )
     check_own_memory(name, "kv_cache", kv_cache)
-    _check_slots(name, slot_mapping, kv_cache, tokens)
-    _check_scales(name, fp8, kv_cache, (("scale", scale),))
+    _check_slots(name, slot_mapping, "kv_cache", kv_cache, tokens)
+    _check_scales(name, fp8, "kv_cache", kv_cache, (("scale", scale),))
     if rank == 0 or pe_dim == 0:
         raise ValueError(
             f"{name}(): kv_c and k_pe have widths {rank} and {pe_dim}; expected both >= 1"
@@ -427,18 +420,17 @@ def _check_index(op: str, name: str, t: torch.Tensor, like: torch.Tensor) -> Non
     check_tensor(op, name, t)
     if t.dtype != _INT32:
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected torch.int32")
-    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
-        raise ValueError(f"{op}(): {name} is on {t.device} but src_cache is on {like.device}")
+    check_same_device(op, name, t, "src_cache", like)
 
 
-def _check_gather_data(num_blocks: int, block_size: int, rows: int, *args: object) -> tuple:
+def _check_gather_data(num_blocks: int, block_size: int, rows: int, a: Args) -> tuple:
     """The checks of CPU index tensors, which read data, at each call (a launch's
     prepare, ops/_launch.py): cu_seq_lens in [0, rows] and non-decreasing, seq_starts
     non-negative, and every block-table entry a sequence reads in [0, num_blocks).
     Python lists for the per-sequence values (a call's torch ops cost ~1.5 us each on
     a batch of a few hundred); the table entries as lists too while small."""
-    op_name = "gather_cache"
-    block_table, cu_seq_lens, seq_starts = args[2], args[3], args[4]
+    op_name = a.op_name
+    block_table, cu_seq_lens, seq_starts = a.block_table, a.cu_seq_lens, a.seq_starts
     batch, max_blocks = block_table.shape
     cu = cu_seq_lens.tolist()
     starts = [0] * batch if seq_starts is None else seq_starts.tolist()
@@ -470,7 +462,7 @@ def _check_gather_data(num_blocks: int, block_size: int, rows: int, *args: objec
             )
         reads.append((b, start // block_size, last))
     if not reads:
-        return args
+        return a
     if batch * max_blocks <= 4096:
         table = block_table.tolist()
         ids = [i for b, first, last in reads for i in table[b][first : last + 1]]
@@ -485,18 +477,17 @@ def _check_gather_data(num_blocks: int, block_size: int, rows: int, *args: objec
             f"{op_name}(): block_table holds {low if low < 0 else high} where a sequence "
             f"reads it; expected block ids in [0, {num_blocks}) (src_cache.shape[0])"
         )
-    return args
+    return a
 
 
-def _bind_gather(
-    plan, src_cache, dst, block_table, cu_seq_lens, seq_starts, scale
-) -> KernelBinding | Launch:
+def _bind_gather(plan: _GatherPlan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
+    src_cache = a.src_cache
     tuned_for = _runtime.tuning_of(src_cache)
     spec = gather_kv_spec(plan.element_size, plan.dequant, plan.width, tuned_for)
     prepare = None
-    if block_table.is_cpu:
+    if a.block_table.is_cpu:
         prepare = functools.partial(_check_gather_data, plan.num_blocks, plan.block_size, plan.rows)
     return bind_kernel(
         spec,
@@ -574,8 +565,7 @@ def gather_cache(
     if block_size == 0:
         raise ValueError(f"{name}(): src_cache has block_size 0 (shape {tuple(shape)})")
     check_tensor(name, "dst", dst)
-    if not (dst.is_cpu and src_cache.is_cpu) and dst.device != src_cache.device:
-        raise ValueError(f"{name}(): dst is on {dst.device} but src_cache is on {src_cache.device}")
+    check_same_device(name, "dst", dst, "src_cache", src_cache)
     if dst.dim() != src_cache.dim() - 1 or dst.shape[1:] != shape[2:]:
         raise ValueError(
             f"{name}(): dst has shape {tuple(dst.shape)}; expected [tokens, "
@@ -625,7 +615,7 @@ def gather_cache(
             f"{name}(): dst is {dst.dtype} from a torch.float8_e4m3fn cache; pass scale= "
             "(float32, one value) to dequantize"
         )
-    _check_scales(name, dequant is not None, src_cache, (("scale", scale),))
+    _check_scales(name, dequant is not None, "src_cache", src_cache, (("scale", scale),))
     if rows == 0 or batch == 0 or width == 0:
         return None
     return _GatherPlan(

@@ -51,8 +51,9 @@ from ._checks import (
     check_tensor,
     check_unit_last_stride,
 )
-from ._launch import KernelBinding, Launch, ScratchBinding, bind_kernel, skip
+from ._launch import KernelBinding, Launch, ScratchBinding, TorchLaunch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 
 _INDEX = {torch.int32: "i32", torch.int64: "i64"}
 # moe_align_block_size's slots a chunk at least, and chunks at most (_bind_align).
@@ -88,21 +89,22 @@ def _align_sizes(numel: int, num_experts: int, block_size: int) -> tuple[int, in
     return padded, -(-padded // block_size)
 
 
-def _new_align(
-    topk_ids: torch.Tensor, num_experts: int, block_size: int, expert_map: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    padded, blocks = _align_sizes(topk_ids.numel(), num_experts, block_size)
-    new = functools.partial(torch.empty, dtype=torch.int32, device=topk_ids.device)
+def _new_align(a: Args) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    padded, blocks = _align_sizes(a.topk_ids.numel(), a.num_experts, a.block_size)
+    new = functools.partial(torch.empty, dtype=torch.int32, device=a.topk_ids.device)
     return new((padded,)), new((blocks,)), new((1,))
 
 
-def _align_flags(
-    num_experts: int, block_size: int, sorted_size: int, flags: int, *args: torch.Tensor
-) -> None:
+def _align_flags(sorted_size: int, flags: int, a: Args) -> None:
     """The kernels flagged an id out of range or a padded total past sorted_token_ids
     (kernels/moe/align.hpp) on CPU tensors: raises, naming the argument and the value."""
-    name = "moe_align_block_size"
-    topk_ids, expert_map = args[0], args[3]
+    name = a.op_name
+    topk_ids, expert_map, num_experts, block_size = (
+        a.topk_ids,
+        a.expert_map,
+        a.num_experts,
+        a.block_size,
+    )
     check_index_range(name, "topk_ids", topk_ids.reshape(-1), num_experts, "num_experts")
     ids = topk_ids.reshape(-1).long()
     if expert_map is not None:
@@ -118,20 +120,18 @@ def _align_flags(
     )
 
 
-def _empty_align(*args: torch.Tensor) -> None:
+def _empty_align(a: Args) -> None:
     """No slots: nothing to route, and no kernel (torch fills the outputs)."""
-    sorted_token_ids, expert_ids, num_tokens_post_padded = args[-3:]
-    sorted_token_ids.fill_(0)
-    expert_ids.fill_(-1)
-    num_tokens_post_padded.fill_(0)
+    a.sorted_token_ids.fill_(0)
+    a.expert_ids.fill_(-1)
+    a.num_tokens_post_padded.fill_(0)
 
 
-def _bind_align(
-    plan: AlignPlan, topk_ids: torch.Tensor, num_experts: int, block_size: int, *_: object
-) -> ScratchBinding | Launch:
+def _bind_align(plan: AlignPlan, a: Args) -> ScratchBinding | Launch:
+    topk_ids, num_experts, block_size = a.topk_ids, a.num_experts, a.block_size
     numel = topk_ids.numel()
     if numel == 0:
-        return _empty_align
+        return TorchLaunch(_empty_align)
     # Chunks of at least _ALIGN_CHUNK slots, at most _ALIGN_CHUNKS of them: the scan
     # reads chunks x num_experts counts in one work-group.
     chunks = min(-(-numel // _ALIGN_CHUNK), _ALIGN_CHUNKS)
@@ -167,7 +167,7 @@ def _bind_align(
             ),
         ),
         1 + chunks * (num_experts + 1),
-        functools.partial(_align_flags, num_experts, block_size, plan.sorted_size),
+        functools.partial(_align_flags, plan.sorted_size),
     )
 
 
@@ -270,38 +270,35 @@ class SumPlan(NamedTuple):
     out_token: int | None
 
 
-def _new_sum(x: torch.Tensor, *_: object) -> torch.Tensor:
+def _new_sum(a: Args) -> torch.Tensor:
+    x = a.x
     return torch.empty((x.shape[0], x.shape[2]), dtype=x.dtype, device=x.device)
 
 
-def _check_sum_ids(map_size: int, *args: torch.Tensor) -> tuple:
+def _check_sum_ids(a: Args) -> tuple:
     """topk_ids index expert_map: on CPU tensors, each below its size (a prepare)."""
-    topk_ids = args[1]
-    if topk_ids.numel() and int(topk_ids.max()) >= map_size:
-        raise IndexError(
-            f"moe_sum(): topk_ids holds {int(topk_ids.max())}; expected values below "
-            f"{map_size} (expert_map.shape[0]; negative ids are inactive slots)"
-        )
-    return args
+    check_index_range(
+        a.op_name,
+        "topk_ids",
+        a.topk_ids.reshape(-1),
+        a.expert_map.shape[0],
+        "expert_map.shape[0]; negative ids are inactive slots",
+        low=None,
+    )
+    return a
 
 
-def _bind_sum(
-    plan: SumPlan,
-    x: torch.Tensor,
-    topk_ids: torch.Tensor | None,
-    expert_map: torch.Tensor | None,
-    scale: float,
-    out: torch.Tensor | None = None,
-) -> KernelBinding | Launch:
+def _bind_sum(plan: SumPlan, a: Args) -> KernelBinding | Launch:
     if plan.tokens == 0 or plan.hidden == 0:
         return skip
+    expert_map = a.expert_map
     map_size = 0 if expert_map is None else expert_map.shape[0]
     prepare = None
-    if expert_map is not None and x.is_cpu:
-        prepare = functools.partial(_check_sum_ids, map_size)
+    if expert_map is not None and a.x.is_cpu:
+        prepare = _check_sum_ids
     return bind_kernel(
         moe_sum_spec(plan.dtype, plan.index),
-        x,
+        a.x,
         plan.tokens,
         prepare=prepare,
         x_token=plan.x_strides[0],
@@ -310,7 +307,7 @@ def _bind_sum(
         map_size=map_size,
         topk=plan.topk,
         hidden=plan.hidden,
-        scale=float(scale),
+        scale=float(a.scale),
     )
 
 

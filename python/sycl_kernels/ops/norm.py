@@ -25,9 +25,11 @@ from ._checks import (
     RowEntries,
     RowLayout,
     check_bool,
+    check_float32_or_dtype_of,
     check_float_dtype,
     check_number,
     check_same,
+    check_same_device,
     check_shape,
     check_unit_last_stride,
     contiguous_row_strides,
@@ -35,7 +37,8 @@ from ._checks import (
     tensor_meta,
 )
 from ._launch import KernelBinding, Launch, bind_kernel, skip
-from ._op import op
+from ._op import Op, op
+from ._schema import Args
 
 
 def check_weight(
@@ -52,16 +55,8 @@ def check_weight(
     if weight is None:
         return "none"
     shape, strides = tensor_meta(op, name, weight)
-    if weight.dtype != x.dtype and weight.dtype != torch.float32:
-        raise TypeError(
-            f"{op}(): {name} has dtype {weight.dtype}; expected {x_name}'s dtype {x.dtype} "
-            "or torch.float32"
-        )
-    if not (weight.is_cpu and x.is_cpu) and weight.device != x.device:
-        raise ValueError(
-            f"{op}(): {name} is on {weight.device} but {x_name} is on {x.device}; "
-            "expected the same device"
-        )
+    check_float32_or_dtype_of(op, name, weight, x_name, x)
+    check_same_device(op, name, weight, x_name, x)
     check_shape(op, name, shape, (width,), why or f"{x_name}.shape[-1]")
     check_unit_last_stride(op, name, shape, strides)
     return "dtype" if weight.dtype == x.dtype else "fp32"
@@ -86,19 +81,9 @@ def _check_rows(
 _NormPlan = tuple[DType, str, RowLayout, bool]
 
 
-def _rmsnorm_form(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+def _norm_form(gemma: bool, a: Args) -> torch.Tensor:
     """rmsnorm's formula in torch (float32 math), for its gradient."""
-    return _norm_form(x, weight, eps, gemma=False)
-
-
-def _gemma_rmsnorm_form(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    return _norm_form(x, weight, eps, gemma=True)
-
-
-def _norm_form(
-    x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool
-) -> torch.Tensor:
-    return normalized(x, weight, eps, gemma).to(x.dtype)
+    return normalized(a.x, a.weight, a.eps, gemma).to(a.x.dtype)
 
 
 def normalized(
@@ -112,33 +97,19 @@ def normalized(
     return normed
 
 
-def _fused_add_form(
-    gemma: bool,
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float,
-    rounded_sum: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _fused_add_form(gemma: bool, a: Args) -> tuple[torch.Tensor, torch.Tensor]:
     """fused_add_rmsnorm's formula: (new x, new residual)."""
-    summed = x.float() + residual.float()
-    new_residual = summed.to(x.dtype)
-    source = new_residual if rounded_sum else summed
-    return normalized(source, weight, eps, gemma).to(x.dtype), new_residual
+    summed = a.x.float() + a.residual.float()
+    new_residual = summed.to(a.x.dtype)
+    source = new_residual if a.rounded_sum else summed
+    return normalized(source, a.weight, a.eps, gemma).to(a.x.dtype), new_residual
 
 
-def _qknorm_form(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_weight: torch.Tensor | None,
-    k_weight: torch.Tensor | None,
-    eps: float,
-    gemma: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _qknorm_form(a: Args) -> tuple[torch.Tensor, torch.Tensor]:
     """qknorm's formula: (new q, new k)."""
     return (
-        normalized(q, q_weight, eps, gemma).to(q.dtype),
-        normalized(k, k_weight, eps, gemma).to(k.dtype),
+        normalized(a.q, a.q_weight, a.eps, a.gemma).to(a.q.dtype),
+        normalized(a.k, a.k_weight, a.eps, a.gemma).to(a.k.dtype),
     )
 
 
@@ -163,38 +134,49 @@ def _check_rmsnorm(
     return dtype, weight_kind, row_layout(op, shape[-1], shape, rows), gemma
 
 
-def _bind_rmsnorm(
-    plan: _NormPlan | None, x: torch.Tensor, weight, eps: float, out=None
-) -> KernelBinding | Launch:
+def _bind_rmsnorm(plan: _NormPlan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
     dtype, weight_kind, layout, gemma = plan
-    hidden = x.shape[-1]
-    out_strides = layout.strides[1] if out is not None else contiguous_row_strides(layout, hidden)
+    hidden = a.x.shape[-1]
+    given = a.out is not None
+    out_strides = layout.strides[1] if given else contiguous_row_strides(layout, hidden)
     return bind_kernel(
-        rmsnorm_spec(dtype, hidden, _runtime.tuning_of(x), gemma, weight_kind),
-        x,
+        rmsnorm_spec(dtype, hidden, _runtime.tuning_of(a.x), gemma, weight_kind),
+        a.x,
         layout.rows,
         **leading_row_values("x", layout.strides[0]),
         **leading_row_values("out", out_strides),
         middle_size=layout.middle_size,
         inner_size=layout.inner_size,
-        eps=float(eps),
+        eps=float(a.eps),
     )
 
 
-def _like_x(x: torch.Tensor, *_: object) -> torch.Tensor:
+def _like_x(a: Args) -> torch.Tensor:
     # empty_like: half the cost of torch.empty(shape, dtype=, device=) per call.
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return torch.empty_like(a.x, memory_format=torch.contiguous_format)
 
 
-@op(bind=_bind_rmsnorm, new_output=_like_x, torch_form=_rmsnorm_form)
-def rmsnorm(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    out: torch.Tensor | None = None,
-) -> _NormPlan | None:
+def _rmsnorm_op(name: str, gemma: bool, doc: str) -> Op:
+    """rmsnorm and gemma_rmsnorm: one signature, the weight read as w or (1 + w)."""
+
+    def check(
+        x: torch.Tensor,
+        weight: torch.Tensor | None,
+        eps: float = 1e-6,
+        out: torch.Tensor | None = None,
+    ) -> _NormPlan | None:
+        return _check_rmsnorm(name, gemma, x, weight, eps, out)
+
+    check.__name__, check.__doc__ = name, doc
+    torch_form = functools.partial(_norm_form, gemma)
+    return op(bind=_bind_rmsnorm, new_output=_like_x, torch_form=torch_form)(check)
+
+
+rmsnorm = _rmsnorm_op(
+    "rmsnorm",
+    False,
     """RMSNorm over the last dimension: x * rsqrt(mean(x^2) + eps) * weight.
 
     x: [..., hidden] float32/float16/bfloat16, unit stride in the last dimension,
@@ -206,20 +188,14 @@ def rmsnorm(
     to x's dtype. Differentiable in x and weight (not with out=). CPU tensors run
     on the SYCL CPU device and the call returns when done; XPU tensors run
     asynchronously on the current XPU stream.
-    """
-    return _check_rmsnorm("rmsnorm", False, x, weight, eps, out)
-
-
-@op(bind=_bind_rmsnorm, new_output=_like_x, torch_form=_gemma_rmsnorm_form)
-def gemma_rmsnorm(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    out: torch.Tensor | None = None,
-) -> _NormPlan | None:
+    """,
+)
+gemma_rmsnorm = _rmsnorm_op(
+    "gemma_rmsnorm",
+    True,
     """Gemma's RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + weight); arguments as rmsnorm
-    (weight=None scales by 1)."""
-    return _check_rmsnorm("gemma_rmsnorm", True, x, weight, eps, out)
+    (weight=None scales by 1).""",
+)
 
 
 _FusedPlan = tuple[DType, str, RowLayout, bool]
@@ -248,41 +224,50 @@ def _check_fused_add_rmsnorm(
     return dtype, weight_kind, layout, gemma
 
 
-def _bind_fused_add_rmsnorm(
-    plan: _FusedPlan | None, x: torch.Tensor, residual, weight, eps: float, rounded_sum: bool
-) -> KernelBinding | Launch:
+def _bind_fused_add_rmsnorm(plan: _FusedPlan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
     dtype, weight_kind, layout, gemma = plan
     spec = fused_add_rmsnorm_spec(
-        dtype, x.shape[-1], _runtime.tuning_of(x), gemma, weight_kind, rounded_sum
+        dtype, a.x.shape[-1], _runtime.tuning_of(a.x), gemma, weight_kind, a.rounded_sum
     )
     x_strides, residual_strides = layout.strides
     return bind_kernel(
         spec,
-        x,
+        a.x,
         layout.rows,
         **leading_row_values("x", x_strides),
         **leading_row_values("residual", residual_strides),
         middle_size=layout.middle_size,
         inner_size=layout.inner_size,
-        eps=float(eps),
+        eps=float(a.eps),
     )
 
 
-@op(
-    bind=_bind_fused_add_rmsnorm,
-    mutates=("x", "residual"),
-    torch_form=functools.partial(_fused_add_form, False),
-)
-def fused_add_rmsnorm(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    *,
-    rounded_sum: bool = True,
-) -> _FusedPlan | None:
+def _fused_add_rmsnorm_op(name: str, gemma: bool, doc: str) -> Op:
+    """fused_add_rmsnorm and its Gemma form: one signature."""
+
+    def check(
+        x: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor | None,
+        eps: float = 1e-6,
+        *,
+        rounded_sum: bool = True,
+    ) -> _FusedPlan | None:
+        return _check_fused_add_rmsnorm(name, gemma, x, residual, weight, eps, rounded_sum)
+
+    check.__name__, check.__doc__ = name, doc
+    return op(
+        bind=_bind_fused_add_rmsnorm,
+        mutates=("x", "residual"),
+        torch_form=functools.partial(_fused_add_form, gemma),
+    )(check)
+
+
+fused_add_rmsnorm = _fused_add_rmsnorm_op(
+    "fused_add_rmsnorm",
+    False,
     """In place: residual += x, then x = rmsnorm(residual) * weight.
 
     x, residual: [..., hidden], same shape, dtype and device, unit last stride,
@@ -292,29 +277,11 @@ def fused_add_rmsnorm(
     flashinfer's) normalizes the float32 sum before rounding. For float32 tensors
     the two are the same. Differentiable in x, residual and weight (the
     gradient of the formula, as of torch's in-place ops).
-    """
-    return _check_fused_add_rmsnorm(
-        "fused_add_rmsnorm", False, x, residual, weight, eps, rounded_sum
-    )
-
-
-@op(
-    bind=_bind_fused_add_rmsnorm,
-    mutates=("x", "residual"),
-    torch_form=functools.partial(_fused_add_form, True),
+    """,
 )
-def gemma_fused_add_rmsnorm(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float = 1e-6,
-    *,
-    rounded_sum: bool = True,
-) -> _FusedPlan | None:
-    """fused_add_rmsnorm scaling by (1 + weight), as Gemma does."""
-    return _check_fused_add_rmsnorm(
-        "gemma_fused_add_rmsnorm", True, x, residual, weight, eps, rounded_sum
-    )
+gemma_fused_add_rmsnorm = _fused_add_rmsnorm_op(
+    "gemma_fused_add_rmsnorm", True, """fused_add_rmsnorm scaling by (1 + weight), as Gemma does."""
+)
 
 
 def check_qk_weights(
@@ -342,17 +309,15 @@ def _describe(weight: torch.Tensor | None) -> str:
 _QkPlan = tuple[DType, str, RowLayout, RowLayout]
 
 
-def _bind_qknorm(
-    plan: _QkPlan | None, q: torch.Tensor, k, q_weight, k_weight, eps: float, gemma: bool
-) -> KernelBinding | Launch:
+def _bind_qknorm(plan: _QkPlan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
     dtype, weight_kind, q_rows, k_rows = plan
-    tuned_for = _runtime.tuning_of(q)
+    tuned_for = _runtime.tuning_of(a.q)
     heads = q_rows.rows + k_rows.rows
     return bind_kernel(
-        qknorm_spec(dtype, q.shape[-1], tuned_for, gemma, weight_kind),
-        q,
+        qknorm_spec(dtype, a.q.shape[-1], tuned_for, a.gemma, weight_kind),
+        a.q,
         -(-heads // qknorm_heads_per_group(tuned_for)),
         **leading_row_values("q", q_rows.strides[0]),
         q_middle_size=q_rows.middle_size,
@@ -361,7 +326,7 @@ def _bind_qknorm(
         **leading_row_values("k", k_rows.strides[0]),
         k_middle_size=k_rows.middle_size,
         k_inner_size=k_rows.inner_size,
-        eps=float(eps),
+        eps=float(a.eps),
         rows=heads,
     )
 

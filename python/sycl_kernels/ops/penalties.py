@@ -49,6 +49,7 @@ from ._checks import (
 )
 from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 
 _INDEX_NAMES = {torch.int32: "i32", torch.int64: "i64"}
 _PENALTIES = ("repetition", "frequency", "presence")
@@ -147,19 +148,10 @@ def _check_penalty(
     return True, stride, tensor.dtype
 
 
-def _bind_penalties(
-    plan: _PenaltyPlan | None,
-    logits: torch.Tensor,
-    prompt_mask: torch.Tensor | None,
-    output_counts: torch.Tensor | None,
-    output_mask: torch.Tensor | None,
-    repetition_penalty: float,
-    frequency_penalty: float,
-    presence_penalty: float,
-    *_: object,
-) -> KernelBinding | Launch:
+def _bind_penalties(plan: _PenaltyPlan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
+    logits = a.logits
     output = Address("output_counts" if plan.output != "u8" else "output_mask")
     return bind_kernel(
         apply_penalties_spec(
@@ -177,9 +169,9 @@ def _bind_penalties(
         prompt_mask_stride=max(plan.prompt_stride, 0),
         output=output,
         output_stride=plan.output_stride,
-        repetition_penalty=float(repetition_penalty),
-        frequency_penalty=float(frequency_penalty),
-        presence_penalty=float(presence_penalty),
+        repetition_penalty=float(a.repetition_penalty),
+        frequency_penalty=float(a.frequency_penalty),
+        presence_penalty=float(a.presence_penalty),
         **{f"{kind}_stride": s for kind, s in zip(_PENALTIES, plan.strides, strict=True)},
     )
 
@@ -288,19 +280,14 @@ class _IdsPlan(NamedTuple):
     penalty_stride: int
 
 
-def _copy_of_logits(logits: torch.Tensor, *_: object) -> torch.Tensor:
-    return logits.clone(memory_format=torch.contiguous_format)
+def _copy_of_logits(a: Args) -> torch.Tensor:
+    return a.logits.clone(memory_format=torch.contiguous_format)
 
 
-def _bind_by_ids(
-    plan: _IdsPlan | None,
-    logits: torch.Tensor,
-    input_ids: torch.Tensor,
-    repetition_penalty: float,
-    *_: object,
-) -> KernelBinding | Launch:
+def _bind_by_ids(plan: _IdsPlan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
+    logits = a.logits
     tiles = -(-plan.num_ids // IDS_PER_GROUP)
     vocab = logits.shape[1]
     return bind_kernel(
@@ -315,7 +302,7 @@ def _bind_by_ids(
         id_tiles=tiles,
         vocab=vocab,
         repetition_stride=plan.penalty_stride,
-        repetition_penalty=float(repetition_penalty),
+        repetition_penalty=float(a.repetition_penalty),
         out_stride=vocab,
     )
 
@@ -382,15 +369,14 @@ class _TopKPlan(NamedTuple):
     out_stride: int
 
 
-def _like_logits(logits: torch.Tensor, *_: object) -> torch.Tensor:
-    return torch.empty_like(logits, memory_format=torch.contiguous_format)
+def _like_logits(a: Args) -> torch.Tensor:
+    return torch.empty_like(a.logits, memory_format=torch.contiguous_format)
 
 
-def _bind_top_k(
-    plan: _TopKPlan | None, logits: torch.Tensor, top_k: int | None, *_: object
-) -> KernelBinding | Launch:
+def _bind_top_k(plan: _TopKPlan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
+    logits, top_k = a.logits, a.top_k
     return bind_kernel(
         top_k_mask_logits_spec(plan.dtype, plan.top_ks, _runtime.tuning_of(logits)),
         logits,

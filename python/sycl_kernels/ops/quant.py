@@ -28,6 +28,7 @@ or 0 (int8); with a finite ``scale_ub`` it saturates instead.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -35,7 +36,7 @@ import torch
 
 from .. import _runtime
 from .._dtypes import QUANT_DTYPE_NAMES, QUANT_DTYPES, DType, QuantDType
-from ..specs.quant import GROUP_LANES, absmax_scale_spec, quantize_spec
+from ..specs.quant import GROUP_LANES, Producer, absmax_scale_spec, quantize_spec
 from ..specs.spec import leading_row_values
 from ._checks import (
     RowEntries,
@@ -45,6 +46,7 @@ from ._checks import (
     check_int,
     check_number,
     check_same,
+    check_same_device,
     check_shape,
     check_tensor,
     check_unit_last_stride,
@@ -52,8 +54,9 @@ from ._checks import (
     row_layout,
     tensor_meta,
 )
-from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
+from ._launch import Address, KernelBinding, Launch, TorchLaunch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 from .norm import check_weight
 
 _BY_TORCH: dict[torch.dtype, QuantDType] = {d.torch_dtype: d for d in QUANT_DTYPES}
@@ -80,7 +83,7 @@ class ScaleLayout(NamedTuple):
 
 
 class Plan(NamedTuple):
-    producer: str
+    producer: Producer
     dtype: DType
     qdtype: QuantDType
     hidden: int
@@ -115,8 +118,7 @@ def _check_out(
     if out is None:
         return None
     out_shape, strides = tensor_meta(op, "out", out)
-    if not (out.is_cpu and like.is_cpu) and out.device != like.device:
-        raise ValueError(f"{op}(): out is on {out.device} but the input is on {like.device}")
+    check_same_device(op, "out", out, "x", like)
     if out.dtype != qdtype.torch_dtype:
         raise TypeError(f"{op}(): out has dtype {out.dtype}; expected dtype {qdtype.torch_dtype}")
     check_shape(op, "out", out_shape, shape, why)
@@ -128,11 +130,7 @@ def _check_scale_tensor(op: str, name: str, t: torch.Tensor, like: torch.Tensor)
     check_tensor(op, name, t)
     if t.dtype != torch.float32:
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected torch.float32")
-    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
-        raise ValueError(
-            f"{op}(): {name} is on {t.device} but the input is on {like.device}; "
-            "expected the same device"
-        )
+    check_same_device(op, name, t, "x", like)
 
 
 def _row_stride(op: str, name: str, shape: tuple, strides: tuple) -> int:
@@ -178,19 +176,22 @@ def _static_scales(
     raise ValueError(f"{op}(): scale has shape {tuple(shape)}; expected {expected}")
 
 
+class _Dynamic(NamedTuple):
+    """A dynamic op's scale options, named as its parameters."""
+
+    group_size: int | None
+    scale_ub: torch.Tensor | None
+    scale_min: float | None
+    ue8m0: bool
+    column_major_scales: bool
+    scales: torch.Tensor | None
+
+
 def _check_dynamic(
-    op: str,
-    x: torch.Tensor,
-    lead: tuple,
-    hidden: int,
-    group_size: int | None,
-    scale_ub: torch.Tensor | None,
-    scale_min: float | None,
-    ue8m0: bool,
-    column_major_scales: bool,
-    scales: torch.Tensor | None,
+    op: str, x: torch.Tensor, lead: tuple, hidden: int, options: _Dynamic
 ) -> ScaleLayout:
-    """Checks a dynamic op's scale arguments; the layout of its scales."""
+    """Checks a dynamic op's scale options; the layout of its scales."""
+    group_size, scale_ub, scale_min, ue8m0, column_major_scales, scales = options
     if group_size is None:
         group = hidden
     else:
@@ -246,22 +247,49 @@ def _new_scales(x: torch.Tensor, lead: tuple, groups: int, column_major: bool) -
     return torch.empty((*lead, groups), dtype=torch.float32, device=x.device)
 
 
+class _Rows(NamedTuple):
+    """What a quantizing op's rows are made from, as its producer's checks found it."""
+
+    producer: Producer
+    lead: tuple
+    hidden: int
+    entries: RowEntries
+    weight: str = "dtype"
+
+
+def _plan(
+    op: str,
+    rows: _Rows,
+    x: torch.Tensor,
+    dtype: object,
+    truncate: bool,
+    out: torch.Tensor | None,
+    scale: torch.Tensor | _Dynamic,
+    rounded: bool = True,
+) -> Plan | None:
+    """The plan of every op quantizing with a given scale (a tensor) or computing its
+    scales (the dynamic options)."""
+    qdtype = _check_dtype(op, dtype, truncate)
+    if isinstance(scale, _Dynamic):
+        layout = _check_dynamic(op, x, rows.lead, rows.hidden, scale)
+        return _row_plan(op, rows, x, qdtype, out, layout, True, scale.ue8m0, truncate, rounded)
+    layout = _static_scales(op, scale, x, rows.lead, rows.hidden)
+    return _row_plan(op, rows, x, qdtype, out, layout, False, False, truncate, rounded)
+
+
 def _row_plan(
     op: str,
-    producer: str,
+    rows: _Rows,
     x: torch.Tensor,
-    hidden: int,
-    entries: RowEntries,
     qdtype: QuantDType,
     out: torch.Tensor | None,
     scales: ScaleLayout,
-    *,
     dynamic: bool,
     ue8m0: bool = False,
     truncate: bool = False,
     rounded: bool = True,
-    weight: str = "dtype",
 ) -> Plan | None:
+    hidden, entries = rows.hidden, rows.entries
     dtype = check_float_dtype(op, "x", x)
     if hidden > MAX_HIDDEN:
         raise ValueError(
@@ -275,7 +303,7 @@ def _row_plan(
     if x.numel() == 0:
         return None
     return Plan(
-        producer,
+        rows.producer,
         dtype,
         qdtype,
         hidden,
@@ -283,18 +311,36 @@ def _row_plan(
         ue8m0,
         truncate,
         rounded,
-        weight,
+        rows.weight,
         row_layout(op, hidden, shape, entries),
         scales,
         out_strides is not None,
     )
 
 
-def _bind(plan: Plan | None, like: torch.Tensor, scale_min: float | None, **inputs: object):
+def _producer_inputs(plan: Plan, a: Args) -> dict[str, object]:
+    """The values a quantizing kernel reads its rows with, by its producer: x's strides;
+    the norm's residual strides (none without residual) and eps; or the addresses and
+    strides of gate and up, the halves of x's rows."""
+    strides = plan.rows.strides
+    if plan.producer is Producer.SILU_AND_MUL:
+        return {
+            "gate": Address("x"),
+            "up": Address("x", plan.hidden * a.x.element_size()),
+            **leading_row_values("gate", strides[0]),
+            **leading_row_values("up", strides[0]),
+        }
+    inputs = leading_row_values("x", strides[0])
+    if plan.producer.normalizes:
+        fused = plan.producer is Producer.FUSED_ADD_RMSNORM
+        inputs |= leading_row_values("residual", strides[1] if fused else (0, 0, 0))
+        inputs["eps"] = float(a.eps)
+    return inputs
+
+
+def _bind_kernel(plan: Plan, a: Args, scale_min: float | None, **inputs: object) -> KernelBinding:
     """The quantizing kernel of `plan` with its row and scale values; `inputs`: the
-    producer's own (strides, addresses, eps)."""
-    if plan is None:
-        return skip
+    scale parameters a static kernel binds instead."""
     rows = plan.rows
     out_strides = rows.strides[-1] if plan.out_given else contiguous_row_strides(rows, plan.hidden)
     spec = quantize_spec(
@@ -303,7 +349,7 @@ def _bind(plan: Plan | None, like: torch.Tensor, scale_min: float | None, **inpu
         plan.qdtype,
         plan.hidden,
         plan.scales.group,
-        _runtime.tuning_of(like),
+        _runtime.tuning_of(a.x),
         plan.dynamic,
         plan.ue8m0,
         plan.truncate,
@@ -314,8 +360,9 @@ def _bind(plan: Plan | None, like: torch.Tensor, scale_min: float | None, **inpu
         scale_min = DEFAULT_SCALE_MIN[plan.qdtype.torch_dtype]
     return bind_kernel(
         spec,
-        like,
+        a.x,
         rows.rows,
+        **_producer_inputs(plan, a),
         **inputs,
         **leading_row_values("out", out_strides),
         rows_per_scale=plan.scales.rows_per_scale,
@@ -325,6 +372,25 @@ def _bind(plan: Plan | None, like: torch.Tensor, scale_min: float | None, **inpu
         middle_size=rows.middle_size,
         inner_size=rows.inner_size,
     )
+
+
+# A static kernel reads neither scale_ub nor scale_min (kernels/quant/quantize.hpp); they
+# are bound to the scale it does read.
+_STATIC = {"scales": Address("scale"), "scale_ub": Address("scale")}
+
+
+def _bind_static(plan: Plan | None, a: Args) -> KernelBinding | Launch:
+    """The launch of every op quantizing with a given scale (`scale`)."""
+    if plan is None:
+        return skip
+    return _bind_kernel(plan, a, 0.0, **_STATIC)
+
+
+def _bind_dynamic(plan: Plan | None, a: Args) -> KernelBinding | Launch:
+    """The launch of every op computing its scales per row or group (`scales`)."""
+    if plan is None:
+        return _no_values(a)
+    return _bind_kernel(plan, a, a.scale_min)
 
 
 def _empty_scale(scale_min: float, ue8m0: bool) -> float:
@@ -339,26 +405,37 @@ def _empty_scale(scale_min: float, ue8m0: bool) -> float:
     return math.ldexp(1.0, exponent) if exponent <= 127 else math.inf
 
 
-def _fill_scales(value: float) -> Launch:
-    """The launch of a call with no values but scales to write (the launch's last
-    argument): no kernel, each scale `value`."""
-
-    def fill(*args: torch.Tensor) -> None:
-        args[-1].fill_(value)
-
-    return fill
+def _fill_scales(value: float) -> TorchLaunch:
+    """The launch of a call with no values but scales to write: no kernel, each scale
+    `value`."""
+    return TorchLaunch(lambda a: a.scales.fill_(value))
 
 
-def _no_values(
-    x: torch.Tensor, dtype: torch.dtype, group_size: int | None, scale_min, ue8m0: bool
-) -> Launch:
+def _no_values(a: Args) -> Launch:
     """The launch of a dynamic call with no values: with one scale a row, rows of no
     values (hidden 0) have theirs written; no rows, no scales."""
-    if group_size is not None or not math.prod(x.shape[:-1]):
+    if a.group_size is not None or not math.prod(a.x.shape[:-1]):
         return skip
-    if scale_min is None:
-        scale_min = DEFAULT_SCALE_MIN[dtype]
-    return _fill_scales(_empty_scale(scale_min, ue8m0))
+    scale_min = DEFAULT_SCALE_MIN[a.dtype] if a.scale_min is None else a.scale_min
+    return _fill_scales(_empty_scale(scale_min, a.ue8m0))
+
+
+def _width(a: Args, halves: bool) -> int:
+    """The values of a row a quantizing op writes: x's, or half of them (silu_and_mul)."""
+    return a.x.shape[-1] // 2 if halves else a.x.shape[-1]
+
+
+def _new_q(halves: bool, a: Args) -> torch.Tensor:
+    """A static op's result: x's leading shape, in dtype."""
+    shape = (*a.x.shape[:-1], _width(a, halves))
+    return torch.empty(shape, dtype=a.dtype, device=a.x.device)
+
+
+def _new_q_and_scales(halves: bool, a: Args) -> tuple[torch.Tensor, torch.Tensor]:
+    """A dynamic op's results: q, and its scales per row or group_size values."""
+    width = _width(a, halves)
+    groups = 1 if a.group_size is None else width // a.group_size
+    return _new_q(halves, a), _new_scales(a.x, tuple(a.x.shape[:-1]), groups, a.column_major_scales)
 
 
 def _x_meta(op: str, x: torch.Tensor) -> tuple[tuple, int, tuple[int, ...]]:
@@ -370,25 +447,16 @@ def _x_meta(op: str, x: torch.Tensor) -> tuple[tuple, int, tuple[int, ...]]:
     return tuple(shape[:-1]), shape[-1], strides
 
 
+def _x_rows(op: str, x: torch.Tensor) -> _Rows:
+    """The rows of x itself."""
+    lead, hidden, strides = _x_meta(op, x)
+    return _Rows(Producer.X, lead, hidden, (("x", strides, False),))
+
+
 # quantize: x itself.
 
 
-def _new_q(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype, *_: object) -> torch.Tensor:
-    return torch.empty(x.shape, dtype=dtype, device=x.device)
-
-
-# A static kernel reads neither scale_ub nor scale_min (kernels/quant/quantize.hpp); they
-# are bound to the scale it does read.
-_STATIC = {"scales": Address("scale"), "scale_ub": Address("scale")}
-
-
-def _bind_quantize(plan: Plan | None, x: torch.Tensor, *args: object) -> KernelBinding | Launch:
-    if plan is None:
-        return skip
-    return _bind(plan, x, 0.0, **leading_row_values("x", plan.rows.strides[0]), **_STATIC)
-
-
-@op(bind=_bind_quantize, new_output=_new_q)
+@op(bind=_bind_static, new_output=functools.partial(_new_q, False))
 def quantize(
     x: torch.Tensor,
     scale: torch.Tensor,
@@ -407,58 +475,17 @@ def quantize(
     in dtype; None returns a new contiguous tensor. Rounding: the module doc.
     """
     name = "quantize"
-    qdtype = _check_dtype(name, dtype, truncate)
-    lead, hidden, strides = _x_meta(name, x)
-    scales = _static_scales(name, scale, x, lead, hidden)
-    return _row_plan(
-        name,
-        "x",
-        x,
-        hidden,
-        (("x", strides, False),),
-        qdtype,
-        out,
-        scales,
-        dynamic=False,
-        truncate=truncate,
-    )
+    return _plan(name, _x_rows(name, x), x, dtype, truncate, out, scale)
 
 
 # dynamic_quantize: x itself, its scales computed.
 
 
-def _new_q_and_scales(
-    x: torch.Tensor,
-    dtype: torch.dtype,
-    group_size: int | None,
-    scale_ub: torch.Tensor | None,
-    scale_min: float | None,
-    ue8m0: bool,
-    truncate: bool,
-    column_major_scales: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    hidden = x.shape[-1]
-    groups = 1 if group_size is None else hidden // group_size
-    q = torch.empty(x.shape, dtype=dtype, device=x.device)
-    return q, _new_scales(x, tuple(x.shape[:-1]), groups, column_major_scales)
-
-
-def _bind_dynamic(
-    plan: Plan | None,
-    x: torch.Tensor,
-    dtype,
-    group_size,
-    scale_ub,
-    scale_min,
-    ue8m0,
-    *args: object,
-) -> KernelBinding | Launch:
-    if plan is None:
-        return _no_values(x, dtype, group_size, scale_min, ue8m0)
-    return _bind(plan, x, scale_min, **leading_row_values("x", plan.rows.strides[0]))
-
-
-@op(bind=_bind_dynamic, new_output=_new_q_and_scales, outputs=("out", "scales"))
+@op(
+    bind=_bind_dynamic,
+    new_output=functools.partial(_new_q_and_scales, False),
+    outputs=("out", "scales"),
+)
 def dynamic_quantize(
     x: torch.Tensor,
     *,
@@ -484,61 +511,40 @@ def dynamic_quantize(
     strides whose rows step by one stride). Rounding and truncate: the module doc.
     """
     name = "dynamic_quantize"
-    qdtype = _check_dtype(name, dtype, truncate)
-    lead, hidden, strides = _x_meta(name, x)
-    layout = _check_dynamic(
-        name, x, lead, hidden, group_size, scale_ub, scale_min, ue8m0, column_major_scales, scales
-    )
-    return _row_plan(
-        name,
-        "x",
-        x,
-        hidden,
-        (("x", strides, False),),
-        qdtype,
-        out,
-        layout,
-        dynamic=True,
-        ue8m0=ue8m0,
-        truncate=truncate,
-    )
+    options = _Dynamic(group_size, scale_ub, scale_min, ue8m0, column_major_scales, scales)
+    return _plan(name, _x_rows(name, x), x, dtype, truncate, out, options)
 
 
 # dynamic_quantize_per_tensor: one scale for the tensor, from a first kernel.
 
 
-def _new_q_and_scale(
-    x: torch.Tensor, dtype: torch.dtype, scale_ub: torch.Tensor | None, scale_min: float | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    q = torch.empty(x.shape, dtype=dtype, device=x.device)
-    return q, torch.empty((1,), dtype=torch.float32, device=x.device)
+def _new_q_and_scale(a: Args) -> tuple[torch.Tensor, torch.Tensor]:
+    scale = torch.empty((1,), dtype=torch.float32, device=a.x.device)
+    return _new_q(False, a), scale
 
 
-def _zero_scales(*args: torch.Tensor) -> tuple:
-    """Zeroes the scale (the launch's last argument) the first kernel takes the maximum
-    into."""
-    args[-1].zero_()
-    return args
+def _zero_scales(a: Args) -> tuple:
+    """Zeroes the scale the first kernel takes the maximum into."""
+    a.scales.zero_()
+    return a
 
 
-def _bind_per_tensor(
-    plan: Plan | None, x: torch.Tensor, dtype, scale_ub, scale_min, *args: object
-) -> tuple[KernelBinding, KernelBinding] | Launch:
+def _bind_per_tensor(plan: Plan | None, a: Args) -> tuple[KernelBinding, KernelBinding] | Launch:
+    scale_min = 0.0 if a.scale_min is None else a.scale_min
     if plan is None:  # an empty x: its scale, given or new, the formula's
-        return _fill_scales(_empty_scale(0.0 if scale_min is None else scale_min, False))
+        return _fill_scales(_empty_scale(scale_min, False))
     rows = plan.rows
-    x_strides = leading_row_values("x", rows.strides[0])
     first = bind_kernel(
-        absmax_scale_spec(plan.dtype, plan.qdtype, plan.hidden, _runtime.tuning_of(x)),
-        x,
+        absmax_scale_spec(plan.dtype, plan.qdtype, plan.hidden, _runtime.tuning_of(a.x)),
+        a.x,
         rows.rows,
         prepare=_zero_scales,
-        **x_strides,
-        scale_min=float(0.0 if scale_min is None else scale_min),
+        **leading_row_values("x", rows.strides[0]),
+        scale_min=float(scale_min),
         middle_size=rows.middle_size,
         inner_size=rows.inner_size,
     )
-    return first, _bind(plan, x, 0.0, **x_strides, scale_ub=Address("scales"))
+    return first, _bind_kernel(plan, a, 0.0, scale_ub=Address("scales"))
 
 
 @op(bind=_bind_per_tensor, new_output=_new_q_and_scale, outputs=("out", "scales"))
@@ -562,85 +568,42 @@ def dynamic_quantize_per_tensor(
     """
     name = "dynamic_quantize_per_tensor"
     qdtype = _check_dtype(name, dtype, False)
-    lead, hidden, strides = _x_meta(name, x)
-    _check_dynamic(name, x, lead, hidden, None, scale_ub, scale_min, False, False, None)
+    rows = _x_rows(name, x)
+    options = _Dynamic(None, scale_ub, scale_min, False, False, None)
+    _check_dynamic(name, x, rows.lead, rows.hidden, options)
     if scales is not None:
         _check_scale_tensor(name, "scales", scales, x)
         if scales.numel() != 1:
             raise ValueError(f"{name}(): scales has {scales.numel()} elements; expected one")
-    return _row_plan(
-        name,
-        "x",
-        x,
-        hidden,
-        (("x", strides, False),),
-        qdtype,
-        out,
-        ScaleLayout(hidden, 1, 0, 0),
-        dynamic=False,
-    )
+    return _row_plan(name, rows, x, qdtype, out, ScaleLayout(rows.hidden, 1, 0, 0), False)
 
 
 # rmsnorm_quantize, rmsnorm_dynamic_quantize: rmsnorm(x), or of residual = x + residual.
 
 
-def _check_norm(
+def _norm_rows(
     op: str,
     x: torch.Tensor,
     weight: torch.Tensor | None,
     eps: float,
     residual: torch.Tensor | None,
-) -> tuple[tuple, int, RowEntries, str, str]:
-    """Checks rmsnorm's arguments; (leading shape, hidden, row entries, weight kind,
-    producer)."""
+) -> _Rows:
+    """The rows of rmsnorm(x), or of x + residual with residual (checked, written)."""
     lead, hidden, strides = _x_meta(op, x)
     weight_kind = check_weight(op, "weight", weight, x, hidden, "x")
     check_number(op, "eps", eps, minimum=0)
     entries: RowEntries = (("x", strides, False),)
     if residual is None:
-        return lead, hidden, entries, weight_kind, "rmsnorm"
+        return _Rows(Producer.RMSNORM, lead, hidden, entries, weight_kind)
     residual_shape, residual_strides = tensor_meta(op, "residual", residual)
     check_same(op, "residual", residual, "x", x)
     check_shape(op, "residual", residual_shape, (*lead, hidden), "x.shape")
     check_unit_last_stride(op, "residual", residual_shape, residual_strides)
-    return (
-        lead,
-        hidden,
-        (*entries, ("residual", residual_strides, True)),
-        weight_kind,
-        ("fused_add_rmsnorm"),
-    )
+    entries += (("residual", residual_strides, True),)
+    return _Rows(Producer.FUSED_ADD_RMSNORM, lead, hidden, entries, weight_kind)
 
 
-def _bind_norm(plan: Plan, x: torch.Tensor, eps: float, scale_min: float | None, **more):
-    strides = plan.rows.strides
-    residual = strides[1] if plan.producer == "fused_add_rmsnorm" else (0, 0, 0)
-    return _bind(
-        plan,
-        x,
-        scale_min,
-        **leading_row_values("x", strides[0]),
-        **leading_row_values("residual", residual),
-        eps=float(eps),
-        **more,
-    )
-
-
-def _new_norm_q(
-    x: torch.Tensor, weight, scale, eps, residual, dtype: torch.dtype, truncate: bool
-) -> torch.Tensor:
-    return torch.empty(x.shape, dtype=dtype, device=x.device)
-
-
-def _bind_rmsnorm_static(
-    plan: Plan | None, x: torch.Tensor, weight, scale, eps: float, *args: object
-) -> KernelBinding | Launch:
-    if plan is None:
-        return skip
-    return _bind_norm(plan, x, eps, 0.0, **_STATIC)
-
-
-@op(bind=_bind_rmsnorm_static, mutates=("residual",), new_output=_new_norm_q)
+@op(bind=_bind_static, mutates=("residual",), new_output=functools.partial(_new_q, False))
 def rmsnorm_quantize(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -662,58 +625,14 @@ def rmsnorm_quantize(
     or None. Returns q (or writes out), in dtype, x's shape.
     """
     name = "rmsnorm_quantize"
-    qdtype = _check_dtype(name, dtype, truncate)
-    lead, hidden, entries, weight_kind, producer = _check_norm(name, x, weight, eps, residual)
-    scales = _static_scales(name, scale, x, lead, hidden)
-    return _row_plan(
-        name,
-        producer,
-        x,
-        hidden,
-        entries,
-        qdtype,
-        out,
-        scales,
-        dynamic=False,
-        truncate=truncate,
-        weight=weight_kind,
-    )
-
-
-def _new_norm_q_and_scales(
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    eps: float,
-    residual: torch.Tensor | None,
-    dtype: torch.dtype,
-    group_size: int | None,
-    *args: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return _new_q_and_scales(x, dtype, group_size, *args)
-
-
-def _bind_rmsnorm_dynamic(
-    plan: Plan | None,
-    x: torch.Tensor,
-    weight,
-    eps,
-    residual,
-    dtype,
-    group_size,
-    scale_ub,
-    scale_min,
-    ue8m0,
-    *args: object,
-) -> KernelBinding | Launch:
-    if plan is None:
-        return _no_values(x, dtype, group_size, scale_min, ue8m0)
-    return _bind_norm(plan, x, eps, scale_min)
+    rows = _norm_rows(name, x, weight, eps, residual)
+    return _plan(name, rows, x, dtype, truncate, out, scale)
 
 
 @op(
-    bind=_bind_rmsnorm_dynamic,
+    bind=_bind_dynamic,
     mutates=("residual",),
-    new_output=_new_norm_q_and_scales,
+    new_output=functools.partial(_new_q_and_scales, False),
     outputs=("out", "scales"),
 )
 def rmsnorm_dynamic_quantize(
@@ -741,67 +660,27 @@ def rmsnorm_dynamic_quantize(
     rmsnorm_quantize's (in place: x + residual, rounded, is stored and normalized).
     """
     name = "rmsnorm_dynamic_quantize"
-    qdtype = _check_dtype(name, dtype, truncate)
-    lead, hidden, entries, weight_kind, producer = _check_norm(name, x, weight, eps, residual)
-    layout = _check_dynamic(
-        name, x, lead, hidden, group_size, scale_ub, scale_min, ue8m0, column_major_scales, scales
-    )
-    return _row_plan(
-        name,
-        producer,
-        x,
-        hidden,
-        entries,
-        qdtype,
-        out,
-        layout,
-        dynamic=True,
-        ue8m0=ue8m0,
-        truncate=truncate,
-        weight=weight_kind,
-    )
+    rows = _norm_rows(name, x, weight, eps, residual)
+    options = _Dynamic(group_size, scale_ub, scale_min, ue8m0, column_major_scales, scales)
+    return _plan(name, rows, x, dtype, truncate, out, options)
 
 
 # silu_and_mul_quantize, silu_and_mul_dynamic_quantize: silu(gate) * up, the halves of x.
 
 
-def _check_halves(op: str, x: torch.Tensor, rounded: bool) -> tuple[tuple, int, RowEntries]:
-    """Checks x [..., 2 * d]; (leading shape, d, row entries of gate and up)."""
+def _halves_rows(op: str, x: torch.Tensor, rounded: bool) -> _Rows:
+    """The rows of silu(gate) * up, gate and up the halves of x [..., 2 * d]."""
     lead, width, strides = _x_meta(op, x)
     if width % 2:
         raise ValueError(
             f"{op}(): x has shape {tuple(x.shape)}; expected [..., 2 * d] (an even last dimension)"
         )
     check_bool(op, "rounded", rounded)
-    return lead, width // 2, (("gate", strides, False), ("up", strides, False))
+    entries = (("gate", strides, False), ("up", strides, False))
+    return _Rows(Producer.SILU_AND_MUL, lead, width // 2, entries)
 
 
-def _bind_halves(plan: Plan, x: torch.Tensor, scale_min: float | None, **more):
-    strides = plan.rows.strides[0]
-    half = plan.hidden * x.element_size()
-    return _bind(
-        plan,
-        x,
-        scale_min,
-        gate=Address("x"),
-        up=Address("x", half),
-        **leading_row_values("gate", strides),
-        **leading_row_values("up", strides),
-        **more,
-    )
-
-
-def _new_half_q(x: torch.Tensor, scale, dtype: torch.dtype, *_: object) -> torch.Tensor:
-    return torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=dtype, device=x.device)
-
-
-def _bind_silu_static(plan: Plan | None, x: torch.Tensor, *args: object) -> KernelBinding | Launch:
-    if plan is None:
-        return skip
-    return _bind_halves(plan, x, 0.0, **_STATIC)
-
-
-@op(bind=_bind_silu_static, new_output=_new_half_q)
+@op(bind=_bind_static, new_output=functools.partial(_new_q, True))
 def silu_and_mul_quantize(
     x: torch.Tensor,
     scale: torch.Tensor,
@@ -819,59 +698,13 @@ def silu_and_mul_quantize(
     Returns q [..., d] in dtype (or writes out).
     """
     name = "silu_and_mul_quantize"
-    qdtype = _check_dtype(name, dtype, truncate)
-    lead, d, entries = _check_halves(name, x, rounded)
-    scales = _static_scales(name, scale, x, lead, d)
-    return _row_plan(
-        name,
-        "silu_and_mul",
-        x,
-        d,
-        entries,
-        qdtype,
-        out,
-        scales,
-        dynamic=False,
-        truncate=truncate,
-        rounded=rounded,
-    )
-
-
-def _new_half_q_and_scales(
-    x: torch.Tensor,
-    dtype: torch.dtype,
-    group_size: int | None,
-    scale_ub,
-    scale_min,
-    ue8m0,
-    truncate,
-    rounded,
-    column_major_scales: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    d = x.shape[-1] // 2
-    q = torch.empty((*x.shape[:-1], d), dtype=dtype, device=x.device)
-    groups = 1 if group_size is None else d // group_size
-    return q, _new_scales(x, tuple(x.shape[:-1]), groups, column_major_scales)
-
-
-def _bind_silu_dynamic(
-    plan: Plan | None,
-    x: torch.Tensor,
-    dtype,
-    group_size,
-    scale_ub,
-    scale_min,
-    ue8m0,
-    *args: object,
-) -> KernelBinding | Launch:
-    if plan is None:
-        return _no_values(x, dtype, group_size, scale_min, ue8m0)
-    return _bind_halves(plan, x, scale_min)
+    rows = _halves_rows(name, x, rounded)
+    return _plan(name, rows, x, dtype, truncate, out, scale, rounded)
 
 
 @op(
-    bind=_bind_silu_dynamic,
-    new_output=_new_half_q_and_scales,
+    bind=_bind_dynamic,
+    new_output=functools.partial(_new_q_and_scales, True),
     outputs=("out", "scales"),
 )
 def silu_and_mul_dynamic_quantize(
@@ -894,22 +727,6 @@ def silu_and_mul_dynamic_quantize(
     values or per group of group_size.
     """
     name = "silu_and_mul_dynamic_quantize"
-    qdtype = _check_dtype(name, dtype, truncate)
-    lead, d, entries = _check_halves(name, x, rounded)
-    layout = _check_dynamic(
-        name, x, lead, d, group_size, scale_ub, scale_min, ue8m0, column_major_scales, scales
-    )
-    return _row_plan(
-        name,
-        "silu_and_mul",
-        x,
-        d,
-        entries,
-        qdtype,
-        out,
-        layout,
-        dynamic=True,
-        ue8m0=ue8m0,
-        truncate=truncate,
-        rounded=rounded,
-    )
+    rows = _halves_rows(name, x, rounded)
+    options = _Dynamic(group_size, scale_ub, scale_min, ue8m0, column_major_scales, scales)
+    return _plan(name, rows, x, dtype, truncate, out, options, rounded)

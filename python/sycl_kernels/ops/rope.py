@@ -3,7 +3,6 @@ also after a per-head RMSNorm of q and k, fused (qknorm_rope)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -15,11 +14,13 @@ from ..specs.rope import heads_per_group, qknorm_rope_spec, rope_spec
 from ..specs.spec import KernelSpec
 from ._checks import (
     check_bool,
+    check_float32_or_dtype_of,
     check_float_dtype,
     check_index_range,
     check_int,
     check_number,
     check_same,
+    check_same_device,
     check_shape,
     check_tensor,
     check_unit_last_stride,
@@ -27,6 +28,7 @@ from ._checks import (
 )
 from ._launch import Address, KernelBinding, Launch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 from .norm import check_qk_weights, normalized
 
 _POSITION_DTYPES = {torch.int32: "i32", torch.int64: "i64"}
@@ -35,7 +37,15 @@ _LAYOUTS = ("NHD", "HND")
 
 # A tensor's heads as [batch, seq, heads, head_dim]: that shape and its strides, as a
 # view would have them (computed, not viewed: each view costs about 1 us).
-_Heads = tuple[tuple[int, ...], tuple[int, ...]]
+class _Heads(NamedTuple):
+    """A tensor's heads as [batch, seq, heads, head_dim]: that shape and its strides."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def head_dim(self) -> int:
+        return self.shape[3]
 
 
 class _Plan(NamedTuple):
@@ -61,7 +71,7 @@ def _heads(op: str, name: str, t: torch.Tensor, head_size: int | None, layout: s
                 f"{head_size}] (layout NHD)"
             )
         heads = (1, shape[0], shape[1] // head_size, head_size)
-        return heads, (0, strides[0], head_size * strides[1], strides[1])
+        return _Heads(heads, (0, strides[0], head_size * strides[1], strides[1]))
     if len(shape) not in (3, 4):
         raise ValueError(
             f"{op}(): {name} has shape {tuple(shape)}; expected [tokens, heads * head_size], "
@@ -74,7 +84,7 @@ def _heads(op: str, name: str, t: torch.Tensor, head_size: int | None, layout: s
     if layout == "HND":
         shape = (shape[0], shape[2], shape[1], shape[3])
         strides = (strides[0], strides[2], strides[1], strides[3])
-    return tuple(shape), strides
+    return _Heads(tuple(shape), strides)
 
 
 def _check_rotation(
@@ -106,12 +116,12 @@ def _check_rotation(
     if layout not in _LAYOUTS:
         raise ValueError(f"{op}(): layout is {layout!r}; expected 'NHD' or 'HND'")
     q4 = _heads(op, "q", q, head_size, layout)
-    batch, seq, _, head_dim = q4[0]
+    batch, seq, _, head_dim = q4.shape
     token_shape = (seq,) if q.dim() <= 3 else (batch, seq)
     k4 = None
     if k is not None:
         k4 = _heads(op, "k", k, head_size, layout)
-        if k.dim() != q.dim() or k4[0][:2] != q4[0][:2] or k4[0][3] != head_dim:
+        if k.dim() != q.dim() or k4.shape[:2] != q4.shape[:2] or k4.head_dim != head_dim:
             raise ValueError(
                 f"{op}(): k has shape {tuple(k.shape)}; expected q's tokens and head size "
                 f"(q has shape {tuple(q.shape)}, layout {layout})"
@@ -120,8 +130,7 @@ def _check_rotation(
         raise TypeError(
             f"{op}(): positions has dtype {positions.dtype}; expected torch.int32 or torch.int64"
         )
-    if positions.device != q.device:
-        raise ValueError(f"{op}(): positions is on {positions.device} but q is on {q.device}")
+    check_same_device(op, "positions", positions, "q", q)
     if positions.shape == token_shape:  # no broadcast: [batch, seq] without a view
         positions_strides = positions.stride()
         if len(positions_strides) == 1:  # one batch; its stride is never used
@@ -134,16 +143,8 @@ def _check_rotation(
                 f"{op}(): positions has shape {tuple(positions.shape)}; expected the token "
                 f"dimensions {token_shape} of q, or a shape that broadcasts to them"
             ) from None
-    cache_dtype = check_float_dtype(op, "cos_sin_cache", cos_sin_cache)
-    if cos_sin_cache.dtype not in (torch.float32, q.dtype):
-        raise TypeError(
-            f"{op}(): cos_sin_cache has dtype {cos_sin_cache.dtype}; expected torch.float32 "
-            f"or q's dtype {q.dtype}"
-        )
-    if cos_sin_cache.device != q.device:
-        raise ValueError(
-            f"{op}(): cos_sin_cache is on {cos_sin_cache.device} but q is on {q.device}"
-        )
+    cache_dtype = check_float32_or_dtype_of(op, "cos_sin_cache", cos_sin_cache, "q", q)
+    check_same_device(op, "cos_sin_cache", cos_sin_cache, "q", q)
     if cos_sin_cache.dim() != 2 or not cos_sin_cache.is_contiguous():
         raise ValueError(
             f"{op}(): cos_sin_cache must be a contiguous [max_position, rotary_dim] tensor, "
@@ -170,9 +171,9 @@ def _check_rotation(
     if q.numel() == 0:
         return None
     # Overlapping heads would be rotated twice at once (an expanded q, say).
-    row_layout(op, head_dim, q4[0], (("q", q4[1], True),))
+    row_layout(op, head_dim, q4.shape, (("q", q4.strides, True),))
     if k4 is not None and k.numel():
-        row_layout(op, head_dim, k4[0], (("k", k4[1], True),))
+        row_layout(op, head_dim, k4.shape, (("k", k4.strides, True),))
     return _Plan(dtype, cache_dtype, width, positions_strides, q4, k4, v4)
 
 
@@ -181,8 +182,8 @@ def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -
         check_tensor(op, name, t)
     check_same(op, "v", v, "q", q)
     check_shape(op, "v", v.shape, k.shape, "k.shape")
-    v4 = _heads(op, "v", v, k4[0][3], layout)
-    _, _, num_k_heads, head_dim = k4[0]
+    v4 = _heads(op, "v", v, k4.head_dim, layout)
+    _, _, num_k_heads, head_dim = k4.shape
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         check_same(op, name, cache, "q", q)
         if (
@@ -197,65 +198,55 @@ def _check_kv(op, q, k, k4, v, k_cache, v_cache, out_loc, token_shape, layout) -
     check_shape(op, "v_cache", v_cache.shape, k_cache.shape, "k_cache.shape")
     if out_loc.dtype != torch.int64:
         raise TypeError(f"{op}(): out_loc has dtype {out_loc.dtype}; expected torch.int64")
-    if out_loc.device != q.device:
-        raise ValueError(f"{op}(): out_loc is on {out_loc.device} but q is on {q.device}")
+    check_same_device(op, "out_loc", out_loc, "q", q)
     check_shape(op, "out_loc", out_loc.shape, token_shape, "q's token dimensions")
     if not out_loc.is_contiguous():
         raise ValueError(f"{op}(): out_loc has strides {out_loc.stride()}; expected contiguous")
     return v4
 
 
-def _check_indices(op: str, cache_rows: int, slots: int | None, *args: object) -> tuple:
-    """The range checks of CPU positions (args[0]) and out_loc (args[-1]), as a launch's
-    prepare (ops/_launch.py): they read data, so they run at each call."""
-    positions, out_loc = args[0], args[-1]
-    check_index_range(op, "positions", positions, cache_rows, "cos_sin_cache.shape[0]")
-    if slots is not None:
-        check_index_range(op, "out_loc", out_loc, slots, "k_cache.shape[0]", low=None)
-    return args
+def _check_indices(a: Args) -> tuple:
+    """The range checks of CPU positions and out_loc, as a launch's prepare
+    (ops/_launch.py): they read data, so they run at each call."""
+    op, rows = a.op_name, a.cos_sin_cache.shape[0]
+    check_index_range(op, "positions", a.positions, rows, "cos_sin_cache.shape[0]")
+    if a.k_cache is not None:
+        slots = a.k_cache.shape[0]
+        check_index_range(op, "out_loc", a.out_loc, slots, "k_cache.shape[0]", low=None)
+    return a
 
 
 def _bind_heads(
-    op: str,
-    spec: KernelSpec,
-    plan: _Plan,
-    q: torch.Tensor,
-    k: torch.Tensor | None,
-    positions: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    k_cache: torch.Tensor | None,
-    tuned_for: str,
-    **values: object,
+    spec: KernelSpec, plan: _Plan, a: Args, tuned_for: str, **values: object
 ) -> KernelBinding:
     """spec's kernel bound to its work-groups over plan's heads (as rope.hpp numbers
     them, specs.rope.heads_per_group to a group), with the arguments rope.hpp's kernels
     share (qknorm_rope's begin with them) and `values`."""
-    batch, seq, num_q_heads, head_dim = plan.q[0]
-    num_k_heads = 0 if plan.k is None else plan.k[0][2]
+    batch, seq, num_q_heads, head_dim = plan.q.shape
+    num_k_heads = 0 if plan.k is None else plan.k.shape[2]
     total = batch * seq * (num_q_heads + num_k_heads)
     per_group = heads_per_group(head_dim, plan.width, tuned_for)
     # The [batch, seq, heads, head_dim] forms only renumber their tensors' dimensions:
     # the tensors' own addresses are theirs. Without k, no work-group reads it; q
     # stands in for a valid address.
-    k_heads = plan.q if k is None else plan.k
+    k_heads = plan.q if a.k is None else plan.k
     if plan.v is not None:
-        values |= _head_strides("v", plan.v[1])
+        values |= _head_strides("v", plan.v.strides)
     prepare = None
-    if positions.is_cpu:
-        slots = None if k_cache is None else k_cache.shape[0]
-        prepare = functools.partial(_check_indices, op, cos_sin_cache.shape[0], slots)
+    if a.positions.is_cpu:
+        prepare = _check_indices
     return bind_kernel(
         spec,
-        q,
+        a.q,
         -(-total // per_group),
         prepare=prepare,
         positions_batch_stride=plan.positions_strides[0],
         positions_seq_stride=plan.positions_strides[1],
         seq_len=seq,
-        **_head_strides("q", plan.q[1]),
+        **_head_strides("q", plan.q.strides),
         num_q_heads=num_q_heads,
-        k=Address("q" if k is None else "k"),
-        **_head_strides("k", k_heads[1]),
+        k=Address("q" if a.k is None else "k"),
+        **_head_strides("k", k_heads.strides),
         num_k_heads=num_k_heads,
         total_heads=total,
         **values,
@@ -310,94 +301,49 @@ def _rotated(
     return torch.cat([rotated, rest], dim=-1)
 
 
-def _rope_form(
-    positions: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor | None,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    rotary_dim: int | None,
-    head_size: int | None,
-    layout: str,
-    *kv_store: object,
-    weights: tuple[torch.Tensor | None, torch.Tensor | None] | None = None,
-    eps: float = 0.0,
-    gemma: bool = False,
+def _rope_form(a: Args) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """apply_rope's formula: (new q, new k)."""
+    return _rotated_heads(a, None)
+
+
+def _rotated_heads(
+    a: Args, weights: tuple[torch.Tensor | None, torch.Tensor | None] | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """apply_rope's formula (qknorm_rope's with `weights`): (new q, new k), the rotation
-    (after the norm) in float32, rounded once."""
+    """apply_rope's formula (qknorm_rope's with `weights`, read with a.eps and a.gemma):
+    (new q, new k), the rotation (after the norm) in float32, rounded once."""
     new = []
-    for index, t in enumerate((q, k)):
+    for index, t in enumerate((a.q, a.k)):
         if t is None:
             new.append(None)
             continue
-        heads, back = _heads_view(t, head_size, layout)
+        heads, back = _heads_view(t, a.head_size, a.layout)
         values = heads.float()
         if weights is not None:
-            values = normalized(values, weights[index], eps, gemma)
-        new.append(back(_rotated(positions, values, cos_sin_cache, is_neox)).to(t.dtype))
+            values = normalized(values, weights[index], a.eps, a.gemma)
+        new.append(back(_rotated(a.positions, values, a.cos_sin_cache, a.is_neox)).to(t.dtype))
     return new[0], new[1]
 
 
-def _qknorm_rope_form(
-    positions: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_weight: torch.Tensor | None,
-    k_weight: torch.Tensor | None,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    eps: float,
-    gemma: bool,
-    head_size: int | None,
-    layout: str,
-    *kv_store: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _qknorm_rope_form(a: Args) -> tuple[torch.Tensor, torch.Tensor]:
     """qknorm_rope's formula: (new q, new k)."""
-    return _rope_form(
-        positions,
-        q,
-        k,
-        cos_sin_cache,
-        is_neox,
-        None,
-        head_size,
-        layout,
-        weights=(q_weight, k_weight),
-        eps=eps,
-        gemma=gemma,
-    )
+    return _rotated_heads(a, (a.q_weight, a.k_weight))
 
 
-def _bind_rope(
-    plan: _Plan | None,
-    positions,
-    q,
-    k,
-    cos_sin_cache,
-    is_neox,
-    rotary_dim,
-    head_size,
-    layout,
-    v,
-    k_cache,
-    v_cache,
-    out_loc,
-) -> KernelBinding | Launch:
+def _bind_rope(plan: _Plan | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
-    tuned_for = _runtime.tuning_of(q)
+    tuned_for = _runtime.tuning_of(a.q)
     spec = rope_spec(
         plan.dtype,
-        plan.q[0][3],
+        plan.q.head_dim,
         plan.width,
-        is_neox,
-        _POSITION_DTYPES[positions.dtype],
-        out_loc is not None,
+        a.is_neox,
+        _POSITION_DTYPES[a.positions.dtype],
+        a.out_loc is not None,
         plan.cache_dtype,
         tuned_for,
     )
-    return _bind_heads("apply_rope", spec, plan, q, k, positions, cos_sin_cache, k_cache, tuned_for)
+    return _bind_heads(spec, plan, a, tuned_for)
 
 
 @op(
@@ -462,52 +408,24 @@ def apply_rope(
     )
 
 
-def _bind_qknorm_rope(
-    plan: tuple[_Plan, str] | None,
-    positions,
-    q,
-    k,
-    q_weight,
-    k_weight,
-    cos_sin_cache,
-    is_neox,
-    eps,
-    gemma,
-    head_size,
-    layout,
-    v,
-    k_cache,
-    v_cache,
-    out_loc,
-) -> KernelBinding | Launch:
+def _bind_qknorm_rope(plan: tuple[_Plan, str] | None, a: Args) -> KernelBinding | Launch:
     if plan is None:
         return skip
     rope, weight_kind = plan
-    tuned_for = _runtime.tuning_of(q)
+    tuned_for = _runtime.tuning_of(a.q)
     spec = qknorm_rope_spec(
         rope.dtype,
-        rope.q[0][3],
+        rope.q.head_dim,
         rope.width,
-        is_neox,
-        _POSITION_DTYPES[positions.dtype],
-        out_loc is not None,
+        a.is_neox,
+        _POSITION_DTYPES[a.positions.dtype],
+        a.out_loc is not None,
         rope.cache_dtype,
         tuned_for,
-        gemma,
+        a.gemma,
         weight_kind,
     )
-    return _bind_heads(
-        "qknorm_rope",
-        spec,
-        rope,
-        q,
-        k,
-        positions,
-        cos_sin_cache,
-        k_cache,
-        tuned_for,
-        eps=float(eps),
-    )
+    return _bind_heads(spec, rope, a, tuned_for, eps=float(a.eps))
 
 
 @op(

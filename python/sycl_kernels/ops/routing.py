@@ -38,9 +38,11 @@ from ..specs.routing import (
 from ._checks import (
     check_bool,
     check_disjoint_rows,
+    check_float32_or_dtype_of,
     check_float_dtype,
     check_int,
     check_number,
+    check_same_device,
     check_shape,
     check_tensor,
     check_unit_last_stride,
@@ -48,6 +50,7 @@ from ._checks import (
 )
 from ._launch import KernelBinding, Launch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 
 
 class Plan(NamedTuple):
@@ -72,8 +75,7 @@ def _check_output(
     if t is None:
         return None
     out_shape, strides = tensor_meta(op, name, t)
-    if not (t.is_cpu and like.is_cpu) and t.device != like.device:
-        raise ValueError(f"{op}(): {name} is on {t.device} but gating_output is on {like.device}")
+    check_same_device(op, name, t, "gating_output", like)
     if t.dtype != dtype:
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected {dtype}")
     check_shape(op, name, out_shape, shape, "[tokens, topk]")
@@ -82,26 +84,14 @@ def _check_output(
     return strides[0]
 
 
-def _new_outputs(gating_output: torch.Tensor, topk: int, *_: object) -> tuple:
-    tokens = gating_output.shape[0]
-    weights = torch.empty((tokens, topk), dtype=torch.float32, device=gating_output.device)
-    ids = torch.empty((tokens, topk), dtype=torch.int32, device=gating_output.device)
+def _new_outputs(a: Args) -> tuple:
+    shape, device = (a.gating_output.shape[0], a.topk), a.gating_output.device
+    weights = torch.empty(shape, dtype=torch.float32, device=device)
+    ids = torch.empty(shape, dtype=torch.int32, device=device)
     return weights, ids
 
 
-def _bind(
-    plan: Plan,
-    gating_output: torch.Tensor,
-    topk: int,
-    scoring: str,
-    correction_bias: torch.Tensor | None,
-    renormalize: bool,
-    num_expert_group: int | None,
-    topk_group: int | None,
-    group_scoring: str | None,
-    routed_scaling_factor: float,
-    *_: object,
-) -> KernelBinding | Launch:
+def _bind(plan: Plan, a: Args) -> KernelBinding | Launch:
     if plan.tokens == 0:
         return skip
     spec = moe_topk_spec(
@@ -116,12 +106,12 @@ def _bind(
     )
     return bind_kernel(
         spec,
-        gating_output,
+        a.gating_output,
         -(-plan.tokens // ROUTE_TOKENS),
         tokens=plan.tokens,
         gating_stride=plan.gating_stride,
-        renormalize=int(renormalize),
-        routed_scaling_factor=float(routed_scaling_factor),
+        renormalize=int(a.renormalize),
+        routed_scaling_factor=float(a.routed_scaling_factor),
         weights_stride=plan.weights_stride,
         ids_stride=plan.ids_stride,
     )
@@ -186,19 +176,10 @@ def moe_topk(
     bias_dtype = dtype
     if correction_bias is not None:
         check_tensor(name, "correction_bias", correction_bias)
-        bias_dtype = check_float_dtype(name, "correction_bias", correction_bias)
-        if correction_bias.dtype not in (torch.float32, gating_output.dtype):
-            raise TypeError(
-                f"{name}(): correction_bias has dtype {correction_bias.dtype}; expected "
-                f"torch.float32 or gating_output's {gating_output.dtype}"
-            )
-        if not (correction_bias.is_cpu and gating_output.is_cpu) and (
-            correction_bias.device != gating_output.device
-        ):
-            raise ValueError(
-                f"{name}(): correction_bias is on {correction_bias.device} but gating_output "
-                f"is on {gating_output.device}; expected the same device"
-            )
+        bias_dtype = check_float32_or_dtype_of(
+            name, "correction_bias", correction_bias, "gating_output", gating_output
+        )
+        check_same_device(name, "correction_bias", correction_bias, "gating_output", gating_output)
         check_shape(name, "correction_bias", correction_bias.shape, (experts,), "[experts]")
         check_unit_last_stride(
             name, "correction_bias", correction_bias.shape, correction_bias.stride()

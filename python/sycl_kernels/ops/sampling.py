@@ -36,6 +36,7 @@ deterministic: the same inputs and seed give the same samples on every call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -53,6 +54,7 @@ from ._checks import (
 )
 from ._launch import KernelBinding, Launch, bind_kernel, skip
 from ._op import op
+from ._schema import Args
 
 # The largest vocabulary (an int32 index and count).
 MAX_VOCAB = 2**31 - 1
@@ -157,31 +159,39 @@ def _check_values(name: str, arg: str, t: torch.Tensor | None, bad: torch.Tensor
 # Top-k renormalization.
 
 
-def _like_probs(probs: torch.Tensor, *_: object) -> torch.Tensor:
-    return torch.empty(probs.shape, dtype=torch.float32, device=probs.device)
+def _like_probs(a: Args) -> torch.Tensor:
+    return torch.empty(a.probs.shape, dtype=torch.float32, device=a.probs.device)
 
 
-def _check_top_k_values(probs, top_k, top_k_per_row, out) -> tuple:
-    """At each call, on CPU: every per-row top_k at least 1."""
-    t = top_k_per_row
-    if t is not None and t.is_cpu:
-        _check_values("top_k_renorm_probs", "top_k_per_row", t, t < 1, "at least 1")
-    return probs, top_k, top_k_per_row, out
+# The ranges of the per-row values, checked on CPU tensors at each call (they are data).
+_PER_ROW_RANGES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
+    "top_k_per_row": (lambda t: t < 1, "at least 1"),
+    "top_p_per_row": (lambda t: ~((t > 0) & (t <= 1)), "in (0, 1]"),
+    "min_p_per_row": (lambda t: ~((t >= 0) & (t <= 1)), "in [0, 1]"),
+}
 
 
-def _bind_top_k(
-    plan: RenormPlan, probs, top_k, top_k_per_row, *_: object
-) -> KernelBinding | Launch:
+def _check_per_row_values(a: Args) -> tuple:
+    """Every per-row value the call gives on CPU tensors in its range (_PER_ROW_RANGES):
+    the renorms' prepare."""
+    for arg, (outside, want) in _PER_ROW_RANGES.items():
+        t = getattr(a, arg, None)
+        if t is not None and t.is_cpu:
+            _check_values(a.op_name, arg, t, outside(t), want)
+    return a
+
+
+def _bind_top_k(plan: RenormPlan, a: Args) -> KernelBinding | Launch:
     if plan.rows == 0:
         return skip
     return bind_kernel(
         top_k_renorm_spec(plan.per_row_type),
-        probs,
+        a.probs,
         plan.rows,
-        prepare=_check_top_k_values,
+        prepare=_check_per_row_values,
         probs_stride=plan.probs_stride,
         vocab=plan.vocab,
-        top_k=min(top_k or 1, plan.vocab),
+        top_k=min(a.top_k or 1, plan.vocab),
         out_stride=plan.out_stride,
     )
 
@@ -225,27 +235,17 @@ def top_k_renorm_probs(
 # Top-p renormalization.
 
 
-def _check_top_p_values(probs, top_p, top_p_per_row, out) -> tuple:
-    """At each call, on CPU: every per-row top_p in (0, 1]."""
-    t = top_p_per_row
-    if t is not None and t.is_cpu:
-        _check_values("top_p_renorm_probs", "top_p_per_row", t, ~((t > 0) & (t <= 1)), "in (0, 1]")
-    return probs, top_p, top_p_per_row, out
-
-
-def _bind_top_p(
-    plan: RenormPlan, probs, top_p, top_p_per_row, *_: object
-) -> KernelBinding | Launch:
+def _bind_top_p(plan: RenormPlan, a: Args) -> KernelBinding | Launch:
     if plan.rows == 0:
         return skip
     return bind_kernel(
         top_p_renorm_spec(),
-        probs,
+        a.probs,
         plan.rows,
-        prepare=_check_top_p_values,
+        prepare=_check_per_row_values,
         probs_stride=plan.probs_stride,
         vocab=plan.vocab,
-        top_p=float(1.0 if top_p is None else top_p),
+        top_p=float(1.0 if a.top_p is None else a.top_p),
         out_stride=plan.out_stride,
     )
 
@@ -297,28 +297,19 @@ def top_p_renorm_probs(
 # Sampling.
 
 
-def _new_samples(probs: torch.Tensor, *args: object) -> torch.Tensor:
-    indices = args[6]
-    rows = probs.shape[0] if indices is None else indices.shape[0]
-    return torch.empty(rows, dtype=torch.int32, device=probs.device)
+def _new_samples(a: Args) -> torch.Tensor:
+    rows = a.probs.shape[0] if a.indices is None else a.indices.shape[0]
+    return torch.empty(rows, dtype=torch.int32, device=a.probs.device)
 
 
-def _prepare_sample(
-    probs, top_k, top_k_per_row, top_p, top_p_per_row, min_p, min_p_per_row, indices, seed, *rest
-) -> tuple:
+def _prepare_sample(a: Args) -> tuple:
     """At each call: the CPU per-row values and indices checked, and a seed pair drawn
     from torch's default generator of probs' device when none is given."""
-    name = "sample_from_probs"
-    if top_k_per_row is not None and top_k_per_row.is_cpu:
-        _check_values(name, "top_k_per_row", top_k_per_row, top_k_per_row < 1, "at least 1")
-    t = top_p_per_row
-    if t is not None and t.is_cpu:
-        _check_values(name, "top_p_per_row", t, ~((t > 0) & (t <= 1)), "in (0, 1]")
-    t = min_p_per_row
-    if t is not None and t.is_cpu:
-        _check_values(name, "min_p_per_row", t, ~((t >= 0) & (t <= 1)), "in [0, 1]")
+    name = a.op_name
+    _check_per_row_values(a)
+    indices = a.indices
     if indices is not None and indices.is_cpu and indices.numel():
-        rows = probs.shape[0]
+        rows = a.probs.shape[0]
         bad = (indices < 0) | (indices >= rows)
         if bad.any():
             i = int(bad.nonzero()[0])
@@ -326,48 +317,24 @@ def _prepare_sample(
                 f"{name}(): indices[{i}] is {int(indices[i])}; expected a row of probs, "
                 f"0 to {rows - 1}"
             )
-    if seed is None:
-        seed = philox_seed(device=probs.device)
-    return (
-        probs,
-        top_k,
-        top_k_per_row,
-        top_p,
-        top_p_per_row,
-        min_p,
-        min_p_per_row,
-        indices,
-        seed,
-        *rest,
-    )
+    if a.seed is None:
+        return a._replace(seed=philox_seed(device=a.probs.device))
+    return a
 
 
-def _bind_sample(
-    plan: SamplePlan,
-    probs,
-    top_k,
-    top_k_per_row,
-    top_p,
-    top_p_per_row,
-    min_p,
-    min_p_per_row,
-    indices,
-    seed,
-    joint,
-    *_: object,
-) -> KernelBinding | Launch:
+def _bind_sample(plan: SamplePlan, a: Args) -> KernelBinding | Launch:
     if plan.rows == 0:
         return skip
     return bind_kernel(
-        sample_spec(joint, plan.top_k_type, plan.indices_type),
-        probs,
+        sample_spec(a.joint, plan.top_k_type, plan.indices_type),
+        a.probs,
         plan.rows,
         prepare=_prepare_sample,
         probs_stride=plan.probs_stride,
         vocab=plan.vocab,
-        top_k=min(plan.vocab if top_k is None else top_k, plan.vocab),
-        top_p=float(1.0 if top_p is None else top_p),
-        min_p=float(0.0 if min_p is None else min_p),
+        top_k=min(plan.vocab if a.top_k is None else a.top_k, plan.vocab),
+        top_p=float(1.0 if a.top_p is None else a.top_p),
+        min_p=float(0.0 if a.min_p is None else a.min_p),
         seed_stride=plan.seed_stride,
         seed_per_row=int(plan.seed_per_row),
         out_stride=plan.out_stride,

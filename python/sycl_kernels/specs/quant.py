@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 
 from .._dtypes import BY_NAME, QUANT_BY_NAME, DType, QuantDType
@@ -10,9 +11,20 @@ from .norm import norm_weight
 from .spec import KernelSpec, Param, leading_row_params, row_group_size, vec_width
 from .variants import manifest_op
 
-# What a row's values are made from (kernels/quant/quantize.hpp): x itself, rmsnorm(x),
-# rmsnorm(x + residual), silu(gate) * up.
-PRODUCERS = ("x", "rmsnorm", "fused_add_rmsnorm", "silu_and_mul")
+
+class Producer(str, enum.Enum):
+    """What a row's values are made from (kernels/quant/quantize.hpp); its value names
+    the kernel and the manifest's table (``<value>_quantize``, or ``quantize`` for X)."""
+
+    X = "x"
+    RMSNORM = "rmsnorm"  # rmsnorm(x)
+    FUSED_ADD_RMSNORM = "fused_add_rmsnorm"  # rmsnorm(x + residual), the sum stored
+    SILU_AND_MUL = "silu_and_mul"  # silu(gate) * up, the halves of x's rows
+
+    @property
+    def normalizes(self) -> bool:
+        return self in (Producer.RMSNORM, Producer.FUSED_ADD_RMSNORM)
+
 
 # The parameters every quantizing kernel ends with (SYCL_KERNELS_QUANT_PARAMS).
 _SCALE_PARAMS = (
@@ -59,7 +71,7 @@ def quant_threads(
 
 @functools.cache
 def quantize_spec(
-    producer: str,
+    producer: Producer,
     dtype: DType,
     qdtype: QuantDType,
     hidden: int,
@@ -75,8 +87,7 @@ def quantize_spec(
     tensors, a scale per `group` values (group == hidden: one a row); dynamic: computed
     (rounded up to a power of two with ue8m0), else given; truncate: int8 rounded toward
     zero; weight: rmsnorm's weight kind; rounded: silu(gate) * up rounded as torch does."""
-    if producer not in PRODUCERS:
-        raise ValueError(f"producer {producer!r}: expected one of {', '.join(PRODUCERS)}")
+    producer = Producer(producer)
     if group < 1 or hidden % group:
         raise ValueError(f"group {group} does not divide the row of {hidden}")
     t = dtype.cpp_type
@@ -87,7 +98,7 @@ def quantize_spec(
         raise ValueError(f"dynamic groups of {group}: expected a multiple of {GROUP_LANES}")
     # silu: the gated activations' work-items on the CPU device (specs/activation.py):
     # 16 unrolled steps of silu a work-item took 1.4-2.1x the time of 4 (4096 x 4096).
-    min_cpu_threads = ACTIVATION_CPU_THREADS if producer == "silu_and_mul" else 256
+    min_cpu_threads = ACTIVATION_CPU_THREADS if producer is Producer.SILU_AND_MUL else 256
     threads, vec = quant_threads(
         dtype, hidden, group if grouped else hidden, tuned_for, min_cpu_threads=min_cpu_threads
     )
@@ -97,11 +108,11 @@ def quantize_spec(
     flags = tuple(str(f).lower() for f in (dynamic, ue8m0, truncate))
     suffix = "_trunc" if truncate else ""
     out = (Param("out", f"{qdtype.cpp_type}*"), *leading_row_params("out"), *_SCALE_PARAMS)
-    if producer == "x":
+    if producer is Producer.X:
         function = "quantize"
         params = (Param("x", f"const {t}*"), *leading_row_params("x"), *out)
         template_args = (t, *common, *flags)
-    elif producer == "silu_and_mul":
+    elif producer is Producer.SILU_AND_MUL:
         function = "silu_and_mul_quantize"
         params = (
             tuple(
@@ -126,12 +137,12 @@ def quantize_spec(
             Param("eps", "float"),
             *out,
         )
-        fused_add = str(producer == "fused_add_rmsnorm").lower()
+        fused_add = str(producer is Producer.FUSED_ADD_RMSNORM).lower()
         template_args = (t, weight_type, *common, *flags, fused_add)
         suffix += weight_suffix
     mode = ("dynamic_ue8m0" if ue8m0 else "dynamic") if dynamic else "static"
     group_name = "row" if group == hidden else f"g{group}"
-    prefix = "" if producer == "x" else f"{producer}_"
+    prefix = "" if producer is Producer.X else f"{producer.value}_"
     return KernelSpec(
         name=(
             f"{prefix}quantize_{dtype.short_name}_{qdtype.short_name}_h{hidden}_{group_name}"
@@ -169,7 +180,7 @@ def absmax_scale_spec(dtype: DType, qdtype: QuantDType, hidden: int, tuned_for: 
 
 
 def _quantize_variant(
-    producer: str,
+    producer: Producer,
     dtype: str,
     qdtype: str,
     hidden: int,
@@ -184,6 +195,6 @@ def _quantize_variant(
 
 # The manifest's [quantize] and [<producer>_quantize] tables (kernels/variants.toml);
 # group 0 is one scale a row.
-for _producer in PRODUCERS:
-    _table = "quantize" if _producer == "x" else f"{_producer}_quantize"
+for _producer in Producer:
+    _table = "quantize" if _producer is Producer.X else f"{_producer.value}_quantize"
     manifest_op(_table)(functools.partial(_quantize_variant, _producer))
