@@ -1,5 +1,6 @@
 """`python -m sycl_kernels new-op`: the op it writes compiles and passes its tests at once,
-joining the bad-input matrix and opcheck, in a copy of the parts of a checkout it needs."""
+joining the bad-input matrix, opcheck, bench and demo, in a copy of the parts of a
+checkout it needs."""
 
 from __future__ import annotations
 
@@ -79,6 +80,16 @@ def test_new_op_passes_its_tests_as_written(tree: Path) -> None:
     suite_wide = ("test_bad_inputs.py", "test_library.py", "test_every_op_once.py")
     for test_file in (f"test_{NAME}.py", *suite_wide):
         assert f"tests/ops/{test_file}::" in run.stdout, f"none of {test_file} ran"
+    # Its bench case (bench/<name>.py) joins bench, and demo as a family of its own.
+    script = (
+        "from sycl_kernels.__main__ import demo_entries; "
+        "from sycl_kernels.bench.ops import ALL_OPS; "
+        f"print({NAME!r} in ALL_OPS, demo_entries().get({NAME!r}))"
+    )
+    bench = subprocess.run(
+        [sys.executable, "-c", script], cwd=tree, env=env, capture_output=True, text=True
+    )
+    assert bench.stdout.split() == ["True", NAME], bench.stdout + bench.stderr[-2000:]
 
 
 def test_new_op_refuses_without_writing(tree: Path, tmp_path: Path) -> None:

@@ -67,8 +67,8 @@ inline void mul_bf16_pairs(const uint32_t* x, uint32_t* out) {
     const uint32_t g = gate[i];
     const uint32_t u = up[i];
     const float lo = ::sycl::bit_cast<float>(g << 16) * ::sycl::bit_cast<float>(u << 16);
-    const float hi = ::sycl::bit_cast<float>(g & 0xffff0000u) *
-                     ::sycl::bit_cast<float>(u & 0xffff0000u);
+    const float hi =
+        ::sycl::bit_cast<float>(g & 0xffff0000u) * ::sycl::bit_cast<float>(u & 0xffff0000u);
     out[row * kWidth / 2 + i] = round_pair(lo, hi);
   });
 }
@@ -83,13 +83,13 @@ inline void exp_alone(const float* x, float* out) {
 
 }  // namespace probes
 
-#define PROBE(name, T, body)                                                              \
-  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY(                                          \
-      (sycl::ext::oneapi::experimental::nd_range_kernel<1>))                              \
-      SYCL_EXT_ONEAPI_FUNCTION_PROPERTY(                                                  \
-          (sycl::ext::oneapi::experimental::work_group_size<probes::kThreads>)) void      \
-      name(const T* x, T* out) {                                                          \
-    body;                                                                                 \
+#define PROBE(name, T, body)                                                         \
+  extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY(                                      \
+      (sycl::ext::oneapi::experimental::nd_range_kernel<1>))                         \
+      SYCL_EXT_ONEAPI_FUNCTION_PROPERTY(                                             \
+          (sycl::ext::oneapi::experimental::work_group_size<probes::kThreads>)) void \
+      name(const T* x, T* out) {                                                     \
+    body;                                                                            \
   }
 
 PROBE(copy_fp32, float, (probes::unary<float, probes::kCopy>(x, out)))

@@ -87,11 +87,11 @@ inline float gate_and_mul(float gate, float up, float param0, float param1) {
 // the runtime parameters of fatrelu and swigluoai (gate_and_mul); kernels of the
 // other activations do not pass them.
 template <typename T, int kDim, int kThreads, int kVec, int kAct, int kOperands = 0>
-inline void act_and_mul(const T* gate, int64_t gate_outer, int64_t gate_middle,
-                        int64_t gate_inner, const T* up, int64_t up_outer, int64_t up_middle,
-                        int64_t up_inner, T* out, int64_t out_outer, int64_t out_middle,
-                        int64_t out_inner, int64_t middle_size, int64_t inner_size,
-                        float param0 = 0.0f, float param1 = 0.0f) {
+inline void act_and_mul(const T* gate, int64_t gate_outer, int64_t gate_middle, int64_t gate_inner,
+                        const T* up, int64_t up_outer, int64_t up_middle, int64_t up_inner, T* out,
+                        int64_t out_outer, int64_t out_middle, int64_t out_inner,
+                        int64_t middle_size, int64_t inner_size, float param0 = 0.0f,
+                        float param1 = 0.0f) {
   constexpr Activation act = static_cast<Activation>(kAct);
   constexpr Operands operands = static_cast<Operands>(kOperands);
   // gate (and up) elements per out element, and per vector step.
@@ -118,9 +118,8 @@ inline void act_and_mul(const T* gate, int64_t gate_outer, int64_t gate_middle,
     const float u = operands == Operands::gate_only ? 0.0f : to_float(up_row[kStride * i]);
     out_row[i] = from_float<T>(value(to_float(gate_row[kStride * i]), u));
   };
-  const bool vectorized =
-      is_vec_aligned<kLoad>(gate_row) && is_vec_aligned<kVec>(out_row) &&
-      (operands != Operands::separate || is_vec_aligned<kVec>(up_row));
+  const bool vectorized = is_vec_aligned<kLoad>(gate_row) && is_vec_aligned<kVec>(out_row) &&
+                          (operands != Operands::separate || is_vec_aligned<kVec>(up_row));
   if constexpr (kLoad == 1) {
     for_each_strided<kDim, kThreads>(tid, element);
   } else if (vectorized) {

@@ -60,10 +60,9 @@ inline int64_t gather_sequence_of(const int32_t* cu_seq_lens, int64_t batch, int
 
 // One destination row: copied or dequantized, or left alone (module comment).
 template <typename C, typename T, int kWidth, int kThreads, bool kDequant>
-inline void gather_row(int tid, int64_t row, const C* src_cache, T* dst,
-                       const int32_t* block_table, const int32_t* cu_seq_lens,
-                       const int32_t* seq_starts, float factor, int64_t batch,
-                       int64_t num_blocks, int64_t block_size, int64_t max_blocks,
+inline void gather_row(int tid, int64_t row, const C* src_cache, T* dst, const int32_t* block_table,
+                       const int32_t* cu_seq_lens, const int32_t* seq_starts, float factor,
+                       int64_t batch, int64_t num_blocks, int64_t block_size, int64_t max_blocks,
                        int64_t block_table_stride, int64_t cache_block_stride,
                        int64_t cache_page_stride, int64_t dst_token_stride) {
   // Everything up to the copy is uniform over the work-group.
@@ -89,11 +88,10 @@ inline void gather_row(int tid, int64_t row, const C* src_cache, T* dst,
 
 template <typename C, typename T, int kWidth, int kThreads, int kRows, bool kDequant>
 inline void gather_kv(const C* src_cache, T* dst, const int32_t* block_table,
-                      const int32_t* cu_seq_lens, const int32_t* seq_starts,
-                      const float* scale, int64_t rows, int64_t batch, int64_t num_blocks,
-                      int64_t block_size, int64_t max_blocks, int64_t block_table_stride,
-                      int64_t cache_block_stride, int64_t cache_page_stride,
-                      int64_t dst_token_stride) {
+                      const int32_t* cu_seq_lens, const int32_t* seq_starts, const float* scale,
+                      int64_t rows, int64_t batch, int64_t num_blocks, int64_t block_size,
+                      int64_t max_blocks, int64_t block_table_stride, int64_t cache_block_stride,
+                      int64_t cache_page_stride, int64_t dst_token_stride) {
   const ::sycl::nd_item<1> item = this_nd_item();
   const int64_t first = static_cast<int64_t>(item.get_group(0)) * kRows;
   const int tid = static_cast<int>(item.get_local_id(0));

@@ -38,8 +38,7 @@ inline void store_row(int tid, const T* src, C* cache, const float* scale, Cache
                       int64_t token, int64_t head, int64_t block, int64_t offset) {
   static_assert(kWidth % kX == 0, "x divides the head size");
   const T* row = src + token * at.token_stride + head * at.head_stride;
-  C* dst = cache + block * at.block_stride + offset * at.page_stride +
-           head * at.cache_head_stride;
+  C* dst = cache + block * at.block_stride + offset * at.page_stride + head * at.cache_head_stride;
   float divisor = 1.0f;
   if constexpr (kFp8) divisor = *scale;
   for_each_strided<kWidth, kThreads>(tid, [&](int d) {
@@ -55,14 +54,14 @@ inline void store_row(int tid, const T* src, C* cache, const float* scale, Cache
 template <typename T, typename C, int kWidthA, int kWidthB, int kXA, int kXB, int kThreads,
           bool kFp8>
 inline void store_kv(const int64_t* slot_mapping, int64_t rows, int64_t rows_per_group,
-                     int64_t num_heads, int64_t num_slots, int64_t block_size, const T* key, int64_t key_token_stride,
-                     int64_t key_head_stride, C* key_cache, int64_t key_cache_block_stride,
-                     int64_t key_cache_page_stride, int64_t key_cache_head_stride,
-                     int64_t key_cache_x_stride, const float* k_scale, const T* value,
-                     int64_t value_token_stride, int64_t value_head_stride, C* value_cache,
-                     int64_t value_cache_block_stride, int64_t value_cache_page_stride,
-                     int64_t value_cache_head_stride, int64_t value_cache_x_stride,
-                     const float* v_scale) {
+                     int64_t num_heads, int64_t num_slots, int64_t block_size, const T* key,
+                     int64_t key_token_stride, int64_t key_head_stride, C* key_cache,
+                     int64_t key_cache_block_stride, int64_t key_cache_page_stride,
+                     int64_t key_cache_head_stride, int64_t key_cache_x_stride,
+                     const float* k_scale, const T* value, int64_t value_token_stride,
+                     int64_t value_head_stride, C* value_cache, int64_t value_cache_block_stride,
+                     int64_t value_cache_page_stride, int64_t value_cache_head_stride,
+                     int64_t value_cache_x_stride, const float* v_scale) {
   const ::sycl::nd_item<1> item = this_nd_item();
   const int tid = static_cast<int>(item.get_local_id(0));
   const int64_t first = static_cast<int64_t>(item.get_group(0)) * rows_per_group;
@@ -81,8 +80,8 @@ inline void store_kv(const int64_t* slot_mapping, int64_t rows, int64_t rows_per
         token, head, block, offset);
     store_row<T, C, kWidthB, kXB, kThreads, kFp8>(
         tid, value, value_cache, v_scale,
-        {value_token_stride, value_head_stride, value_cache_block_stride,
-         value_cache_page_stride, value_cache_head_stride, value_cache_x_stride},
+        {value_token_stride, value_head_stride, value_cache_block_stride, value_cache_page_stride,
+         value_cache_head_stride, value_cache_x_stride},
         token, head, block, offset);
   }
 }

@@ -18,8 +18,6 @@ namespace sycl_kernels {
 namespace syclext = ::sycl::ext::oneapi;
 namespace syclexp = ::sycl::ext::oneapi::experimental;
 
-inline ::sycl::nd_item<1> this_nd_item() {
-  return syclext::this_work_item::get_nd_item<1>();
-}
+inline ::sycl::nd_item<1> this_nd_item() { return syclext::this_work_item::get_nd_item<1>(); }
 
 }  // namespace sycl_kernels

@@ -1,4 +1,4 @@
-// kernels/common/rows.hpp: where row r of a tensor with up to three strided leading dimensions starts.
+// kernels/common/rows.hpp: where row r starts, in a tensor of up to three strided leading dims.
 //
 // The host merges a tensor's leading dimensions where their strides allow, so a
 // contiguous [..., width] tensor has one and a transposed [B, H, S, D] view

@@ -7,7 +7,7 @@
 // vector turns into gathers (4-10x slower, measured). A pair moved as one integer
 // is the exception: a pair of 2-byte elements as one uint32, one 32-bit SIMD lane
 // per work-item, made the gated activations up to 20 % faster on long bf16 and
-// fp16 rows (jit/spec.py's vec_width says which kernels use it); rope's GPT-J
+// fp16 rows (specs/spec.py's vec_width says which kernels use it); rope's GPT-J
 // pairs move as one uint32 or uint64 (kernels/rope/rope.hpp).
 #pragma once
 
@@ -35,8 +35,8 @@ inline constexpr bool kIsPair = N == 2 && (sizeof(T) == 2 || sizeof(T) == 4);
 
 // The unsigned integer of `kBytes` bytes.
 template <int kBytes>
-using UintOf = std::conditional_t<kBytes == 2, uint16_t,
-                                  std::conditional_t<kBytes == 4, uint32_t, uint64_t>>;
+using UintOf =
+    std::conditional_t<kBytes == 2, uint16_t, std::conditional_t<kBytes == 4, uint32_t, uint64_t>>;
 
 template <int N, typename T>
 inline Vec<T, N> load_vec(const T* p) {

@@ -66,9 +66,9 @@ inline void moe_align_count(const I* topk_ids, int64_t numel, const int32_t* exp
 }
 
 template <int kThreads>
-inline void moe_align_scan(int64_t numel, int32_t num_experts, int32_t block_size,
-                           int64_t chunks, int32_t* scratch, int32_t* sorted_token_ids,
-                           int64_t sorted_size, int32_t* expert_ids, int64_t expert_ids_size,
+inline void moe_align_scan(int64_t numel, int32_t num_experts, int32_t block_size, int64_t chunks,
+                           int32_t* scratch, int32_t* sorted_token_ids, int64_t sorted_size,
+                           int32_t* expert_ids, int64_t expert_ids_size,
                            int32_t* num_tokens_post_padded) {
   const auto item = this_nd_item();
   const auto group = item.get_group();

@@ -62,7 +62,9 @@ inline float sub_group_max(const G& sg, float v) {
 template <typename G>
 inline float sub_group_sum(const G& sg, float v) {
 #pragma unroll
-  for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) v += ::sycl::permute_group_by_xor(sg, v, mask);
+  for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) {
+    v += ::sycl::permute_group_by_xor(sg, v, mask);
+  }
   return v;
 }
 
@@ -79,9 +81,9 @@ inline uint64_t sub_group_best(const G& sg, uint64_t rank) {
 template <typename T, typename B, int kExperts, int kTopk, int kScoring, int kGroups,
           int kTopkGroup, bool kGroupTop2>
 inline void moe_topk(const T* gating_output, int64_t tokens, int64_t gating_stride,
-                     const B* correction_bias, int32_t renormalize,
-                     float routed_scaling_factor, float* topk_weights, int64_t weights_stride,
-                     int32_t* topk_ids, int64_t ids_stride) {
+                     const B* correction_bias, int32_t renormalize, float routed_scaling_factor,
+                     float* topk_weights, int64_t weights_stride, int32_t* topk_ids,
+                     int64_t ids_stride) {
   constexpr int kPer = (kExperts + kRouteLanes - 1) / kRouteLanes;
   constexpr int kGroupSize = kExperts / kGroups;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();

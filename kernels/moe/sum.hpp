@@ -14,8 +14,8 @@ namespace sycl_kernels {
 
 template <typename T, typename I, int kThreads>
 inline void moe_sum(const T* x, int64_t x_token, int64_t x_k, T* out, int64_t out_token,
-                    const I* topk_ids, const int32_t* expert_map, int64_t map_size,
-                    int64_t topk, int64_t hidden, float scale) {
+                    const I* topk_ids, const int32_t* expert_map, int64_t map_size, int64_t topk,
+                    int64_t hidden, float scale) {
   const auto item = this_nd_item();
   const int64_t token = item.get_group(0);
   const int tid = static_cast<int>(item.get_local_id(0));

@@ -5,7 +5,7 @@
 // kGemma scales by (1 + w) instead of w. The weight is stored as T, as float (a
 // float32 weight on half activations), or absent (NoWeight: no scale). Hidden
 // size, work-group size and the elements each work-item moves per access (kVec,
-// jit/norm.py norm_vec_width) are compile-time constants. Sums and products are
+// specs/norm.py norm_vec_width) are compile-time constants. Sums and products are
 // taken in float. Rows are located by kernels/common/rows.hpp, so leading
 // dimensions may have any strides.
 #pragma once
@@ -72,8 +72,8 @@ inline float inverse_rms(const ::sycl::nd_item<1>& item, float partial_sum_sq, f
 // row. kRoundedSum normalizes the sum as stored (rounded to T, its sum of squares
 // included); otherwise the float sum is normalized and both rows are written in
 // pass 2. The two agree for float rows.
-template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma,
-          bool kFusedAdd, bool kRoundedSum = true>
+template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma, bool kFusedAdd,
+          bool kRoundedSum = true>
 inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* residual_row,
                         const W* weight, T* out_row, float eps) {
   constexpr int kNumVecs = kHidden / kVec;
@@ -119,8 +119,8 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
       }
       if constexpr (kStoreSumFirst) store_vec<kVec>(residual_row + v * kVec, rv);
     });
-    for_each_strided<kHidden - kTailBegin, kThreads>(
-        tid, [&](int i) { input_element(kTailBegin + i); });
+    for_each_strided<kHidden - kTailBegin, kThreads>(tid,
+                                                     [&](int i) { input_element(kTailBegin + i); });
   } else {
     for_each_strided<kHidden, kThreads>(tid, input_element);
   }
@@ -172,9 +172,9 @@ inline void rmsnorm_row(const ::sycl::nd_item<1>& item, const T* x_row, T* resid
 
 // One work-group per row: out[r] = rmsnorm(x[r]); x and out have their own row strides.
 template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma>
-inline void rmsnorm(const T* x, int64_t x_outer, int64_t x_middle, int64_t x_inner,
-                    const W* weight, T* out, int64_t out_outer, int64_t out_middle,
-                    int64_t out_inner, int64_t middle_size, int64_t inner_size, float eps) {
+inline void rmsnorm(const T* x, int64_t x_outer, int64_t x_middle, int64_t x_inner, const W* weight,
+                    T* out, int64_t out_outer, int64_t out_middle, int64_t out_inner,
+                    int64_t middle_size, int64_t inner_size, float eps) {
   const auto item = this_nd_item();
   const int64_t row = item.get_group(0);
   rmsnorm_row<T, W, kHidden, kThreads, kVec, kGemma, false, true>(
@@ -186,8 +186,8 @@ inline void rmsnorm(const T* x, int64_t x_outer, int64_t x_middle, int64_t x_inn
 // One work-group per row, in place: residual[r] += x[r]; x[r] = rmsnorm(residual[r]).
 template <typename T, typename W, int kHidden, int kThreads, int kVec, bool kGemma,
           bool kRoundedSum>
-inline void fused_add_rmsnorm(T* x, int64_t x_outer, int64_t x_middle, int64_t x_inner,
-                              T* residual, int64_t residual_outer, int64_t residual_middle,
+inline void fused_add_rmsnorm(T* x, int64_t x_outer, int64_t x_middle, int64_t x_inner, T* residual,
+                              int64_t residual_outer, int64_t residual_middle,
                               int64_t residual_inner, const W* weight, int64_t middle_size,
                               int64_t inner_size, float eps) {
   const auto item = this_nd_item();
@@ -195,8 +195,8 @@ inline void fused_add_rmsnorm(T* x, int64_t x_outer, int64_t x_middle, int64_t x
   T* x_row = x + row_offset(row, middle_size, inner_size, {x_outer, x_middle, x_inner});
   T* residual_row = residual + row_offset(row, middle_size, inner_size,
                                           {residual_outer, residual_middle, residual_inner});
-  rmsnorm_row<T, W, kHidden, kThreads, kVec, kGemma, true, kRoundedSum>(
-      item, x_row, residual_row, weight, x_row, eps);
+  rmsnorm_row<T, W, kHidden, kThreads, kVec, kGemma, true, kRoundedSum>(item, x_row, residual_row,
+                                                                        weight, x_row, eps);
 }
 
 }  // namespace sycl_kernels

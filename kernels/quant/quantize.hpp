@@ -1,4 +1,4 @@
-// kernels/quant/quantize.hpp: rows quantized to fp8 or int8 as they are produced, one work-group per row.
+// kernels/quant/quantize.hpp: rows quantized to fp8 or int8 as produced, one work-group per row.
 //
 // A row of kHidden values is produced from x itself, from rmsnorm(x) (optionally of
 // x + residual, stored back into residual) or from silu(gate) * up, and quantized in
@@ -231,8 +231,8 @@ struct ScaleLayout {
 };
 
 // Quantizes one row of `values` into out_row (module comment).
-template <typename Q, int kHidden, int kGroup, int kThreads, int kVec, bool kDynamic,
-          bool kUe8m0, bool kTruncate, typename Values>
+template <typename Q, int kHidden, int kGroup, int kThreads, int kVec, bool kDynamic, bool kUe8m0,
+          bool kTruncate, typename Values>
 inline void quantize_row(const ::sycl::nd_item<1>& item, const Values& values, Q* out_row,
                          float* scale_row, const ScaleLayout& layout) {
   static_assert(kHidden % kGroup == 0 && kGroup % kVec == 0, "groups of whole vectors");
@@ -318,9 +318,9 @@ inline T* row_start(T* p, int64_t row, int64_t middle_size, int64_t inner_size, 
 }
 
 // The template parameters and kernel parameters every quantizing kernel shares.
-#define SYCL_KERNELS_QUANT_PARAMS                                                             \
-  Q *out, int64_t out_outer, int64_t out_middle, int64_t out_inner, float *scales,           \
-      int64_t rows_per_scale, int64_t scale_row_stride, int64_t scale_group_stride,          \
+#define SYCL_KERNELS_QUANT_PARAMS                                                   \
+  Q *out, int64_t out_outer, int64_t out_middle, int64_t out_inner, float *scales,  \
+      int64_t rows_per_scale, int64_t scale_row_stride, int64_t scale_group_stride, \
       const float *scale_ub, float scale_min, int64_t middle_size, int64_t inner_size
 
 // out = quantize(x), one work-group per row.
@@ -330,7 +330,7 @@ inline void quantize(const T* x, int64_t x_outer, int64_t x_middle, int64_t x_in
                      SYCL_KERNELS_QUANT_PARAMS) {
   const auto item = this_nd_item();
   const int64_t row = item.get_group(0);
-  const ScaleLayout layout{scales, rows_per_scale, scale_row_stride, scale_group_stride,
+  const ScaleLayout layout{scales,   rows_per_scale, scale_row_stride, scale_group_stride,
                            scale_ub, scale_min};
   quantize_row<Q, kHidden, kGroup, kThreads, kVec, kDynamic, kUe8m0, kTruncate>(
       item, RowValues<T>{row_start(x, row, middle_size, inner_size, x_outer, x_middle, x_inner)},
@@ -394,9 +394,9 @@ inline void rmsnorm_quantize(const T* x, int64_t x_outer, int64_t x_middle, int6
   });
   const float inv_rms = inverse_rms<kHidden, kThreads>(item, sum_sq, eps);
   const float row_max = kRowMax ? group_max<kThreads>(item, weighted_max) * inv_rms : 0.0f;
-  const NormValues<T, W> values{kFusedAdd ? residual_row : x_row, weight, inv_rms,
-                                weight_aligned, row_max};
-  const ScaleLayout layout{scales, rows_per_scale, scale_row_stride, scale_group_stride,
+  const NormValues<T, W> values{kFusedAdd ? residual_row : x_row, weight, inv_rms, weight_aligned,
+                                row_max};
+  const ScaleLayout layout{scales,   rows_per_scale, scale_row_stride, scale_group_stride,
                            scale_ub, scale_min};
   quantize_row<Q, kHidden, kGroup, kThreads, kVec, kDynamic, kUe8m0, kTruncate>(
       item, values, row_start(out, row, middle_size, inner_size, out_outer, out_middle, out_inner),
@@ -409,14 +409,13 @@ template <typename T, typename Q, int kHidden, int kGroup, int kThreads, int kVe
           bool kUe8m0, bool kTruncate, bool kRounded>
 inline void silu_and_mul_quantize(const T* gate, int64_t gate_outer, int64_t gate_middle,
                                   int64_t gate_inner, const T* up, int64_t up_outer,
-                                  int64_t up_middle, int64_t up_inner,
-                                  SYCL_KERNELS_QUANT_PARAMS) {
+                                  int64_t up_middle, int64_t up_inner, SYCL_KERNELS_QUANT_PARAMS) {
   const auto item = this_nd_item();
   const int64_t row = item.get_group(0);
   const SiluMulValues<T, kRounded> values{
       row_start(gate, row, middle_size, inner_size, gate_outer, gate_middle, gate_inner),
       row_start(up, row, middle_size, inner_size, up_outer, up_middle, up_inner)};
-  const ScaleLayout layout{scales, rows_per_scale, scale_row_stride, scale_group_stride,
+  const ScaleLayout layout{scales,   rows_per_scale, scale_row_stride, scale_group_stride,
                            scale_ub, scale_min};
   quantize_row<Q, kHidden, kGroup, kThreads, kVec, kDynamic, kUe8m0, kTruncate>(
       item, values, row_start(out, row, middle_size, inner_size, out_outer, out_middle, out_inner),
@@ -429,8 +428,8 @@ inline void silu_and_mul_quantize(const T* gate, int64_t gate_outer, int64_t gat
 // row; scales[0] starts at 0.
 template <typename T, typename Q, int kHidden, int kThreads, int kVec>
 inline void absmax_scale(const T* x, int64_t x_outer, int64_t x_middle, int64_t x_inner,
-                         float* scales, const float* scale_ub, float scale_min,
-                         int64_t middle_size, int64_t inner_size) {
+                         float* scales, const float* scale_ub, float scale_min, int64_t middle_size,
+                         int64_t inner_size) {
   const auto item = this_nd_item();
   const int tid = static_cast<int>(item.get_local_id(0));
   const T* x_row =
@@ -448,8 +447,7 @@ inline void absmax_scale(const T* x, int64_t x_outer, int64_t x_middle, int64_t 
     ::sycl::atomic_ref<uint32_t, ::sycl::memory_order::relaxed, ::sycl::memory_scope::device,
                        ::sycl::access::address_space::global_space>
         bits(*reinterpret_cast<uint32_t*>(scales));
-    bits.fetch_max(
-        ::sycl::bit_cast<uint32_t>(dynamic_scale<Q, false>(amax, scale_ub, scale_min)));
+    bits.fetch_max(::sycl::bit_cast<uint32_t>(dynamic_scale<Q, false>(amax, scale_ub, scale_min)));
   }
 }
 

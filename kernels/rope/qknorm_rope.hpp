@@ -17,16 +17,16 @@ namespace sycl_kernels {
 template <typename T, typename W, typename C, typename Pos, int kHeadDim, int kRotaryDim,
           bool kNeox, bool kGemma, int kThreads, bool kStoreKv>
 inline void qknorm_rope_head(int64_t index, const Pos* positions, int64_t positions_batch_stride,
-                             int64_t positions_seq_stride, int64_t seq_len, T* q,
-                             HeadStrides q_at, int64_t num_q_heads, T* k, HeadStrides k_at,
-                             int64_t num_k_heads, const C* cos_sin_cache, const T* v,
-                             HeadStrides v_at, T* k_cache, T* v_cache, const int64_t* out_loc,
-                             const W* q_weight, const W* k_weight, float eps) {
+                             int64_t positions_seq_stride, int64_t seq_len, T* q, HeadStrides q_at,
+                             int64_t num_q_heads, T* k, HeadStrides k_at, int64_t num_k_heads,
+                             const C* cos_sin_cache, const T* v, HeadStrides v_at, T* k_cache,
+                             T* v_cache, const int64_t* out_loc, const W* q_weight,
+                             const W* k_weight, float eps) {
   const auto item = this_nd_item();
   const int tid = static_cast<int>(item.get_local_id(0));
   const RopeHead<T, C> h = locate_head<T, C, Pos, kHeadDim, kRotaryDim, kStoreKv>(
-      index, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
-      num_q_heads, k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
+      index, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at, num_q_heads,
+      k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
 
   float sum_sq = 0.0f;
   for_each_strided<kHeadDim, kThreads>(tid, [&](int i) {
@@ -65,11 +65,11 @@ inline void qknorm_rope_head(int64_t index, const Pos* positions, int64_t positi
 template <typename T, typename W, typename C, typename Pos, int kHeadDim, int kRotaryDim,
           bool kNeox, bool kGemma, int kThreads, int kHeadsPerGroup>
 inline void qknorm_rope(const Pos* positions, int64_t positions_batch_stride,
-                        int64_t positions_seq_stride, int64_t seq_len, T* q,
-                        int64_t q_batch_stride, int64_t q_seq_stride, int64_t q_head_stride,
-                        int64_t num_q_heads, T* k, int64_t k_batch_stride, int64_t k_seq_stride,
-                        int64_t k_head_stride, int64_t num_k_heads, const C* cos_sin_cache,
-                        int64_t total_heads, const W* q_weight, const W* k_weight, float eps) {
+                        int64_t positions_seq_stride, int64_t seq_len, T* q, int64_t q_batch_stride,
+                        int64_t q_seq_stride, int64_t q_head_stride, int64_t num_q_heads, T* k,
+                        int64_t k_batch_stride, int64_t k_seq_stride, int64_t k_head_stride,
+                        int64_t num_k_heads, const C* cos_sin_cache, int64_t total_heads,
+                        const W* q_weight, const W* k_weight, float eps) {
   for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
     qknorm_rope_head<T, W, C, Pos, kHeadDim, kRotaryDim, kNeox, kGemma, kThreads, false>(
         index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,
@@ -81,16 +81,13 @@ inline void qknorm_rope(const Pos* positions, int64_t positions_batch_stride,
 
 template <typename T, typename W, typename C, typename Pos, int kHeadDim, int kRotaryDim,
           bool kNeox, bool kGemma, int kThreads, int kHeadsPerGroup>
-inline void qknorm_rope_store_kv(const Pos* positions, int64_t positions_batch_stride,
-                                 int64_t positions_seq_stride, int64_t seq_len, T* q,
-                                 int64_t q_batch_stride, int64_t q_seq_stride,
-                                 int64_t q_head_stride, int64_t num_q_heads, T* k,
-                                 int64_t k_batch_stride, int64_t k_seq_stride,
-                                 int64_t k_head_stride, int64_t num_k_heads,
-                                 const C* cos_sin_cache, const T* v, int64_t v_batch_stride,
-                                 int64_t v_seq_stride, int64_t v_head_stride, T* k_cache,
-                                 T* v_cache, const int64_t* out_loc, int64_t total_heads,
-                                 const W* q_weight, const W* k_weight, float eps) {
+inline void qknorm_rope_store_kv(
+    const Pos* positions, int64_t positions_batch_stride, int64_t positions_seq_stride,
+    int64_t seq_len, T* q, int64_t q_batch_stride, int64_t q_seq_stride, int64_t q_head_stride,
+    int64_t num_q_heads, T* k, int64_t k_batch_stride, int64_t k_seq_stride, int64_t k_head_stride,
+    int64_t num_k_heads, const C* cos_sin_cache, const T* v, int64_t v_batch_stride,
+    int64_t v_seq_stride, int64_t v_head_stride, T* k_cache, T* v_cache, const int64_t* out_loc,
+    int64_t total_heads, const W* q_weight, const W* k_weight, float eps) {
   for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
     qknorm_rope_head<T, W, C, Pos, kHeadDim, kRotaryDim, kNeox, kGemma, kThreads, true>(
         index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,

@@ -38,12 +38,12 @@ struct HeadStrides {
 template <typename T, typename C>
 struct RopeHead {
   T* x;
-  const C* cos;        // kRotaryDim / 2 cosines, then as many sines
+  const C* cos;  // kRotaryDim / 2 cosines, then as many sines
   bool is_q;
-  int64_t b, s;        // batch and seq index of the token
-  int64_t k_head;      // the head's index among k's heads (k heads only)
-  int64_t slot;        // the KV-cache slot, or -1: nothing stored
-  T* cached;           // the k_cache row of this head, or nullptr
+  int64_t b, s;    // batch and seq index of the token
+  int64_t k_head;  // the head's index among k's heads (k heads only)
+  int64_t slot;    // the KV-cache slot, or -1: nothing stored
+  T* cached;       // the k_cache row of this head, or nullptr
 };
 
 // Runs head(index) for this work-group's heads. The bound is uniform over the group,
@@ -74,12 +74,12 @@ inline RopeHead<T, C> locate_head(int64_t index, const Pos* positions,
   h.is_q = head < num_q_heads;
   h.k_head = head - num_q_heads;
   h.x = h.is_q ? q + q_at.offset(h.b, h.s, head) : k + k_at.offset(h.b, h.s, h.k_head);
-  const int64_t position = static_cast<int64_t>(
-      positions[h.b * positions_batch_stride + h.s * positions_seq_stride]);
+  const int64_t position =
+      static_cast<int64_t>(positions[h.b * positions_batch_stride + h.s * positions_seq_stride]);
   h.cos = cos_sin_cache + position * kRotaryDim;
   h.slot = kStoreKv && !h.is_q ? out_loc[token] : -1;
-  h.cached = kStoreKv && h.slot >= 0 ? k_cache + (h.slot * num_k_heads + h.k_head) * kHeadDim
-                                     : nullptr;
+  h.cached =
+      kStoreKv && h.slot >= 0 ? k_cache + (h.slot * num_k_heads + h.k_head) * kHeadDim : nullptr;
   return h;
 }
 
@@ -153,8 +153,8 @@ inline void store_rest(int tid, const RopeHead<T, C>& h, Element&& element) {
 
 // Copies this k head's v head into v_cache at h.slot (callers check h.cached first).
 template <typename T, typename C, int kHeadDim, int kThreads>
-inline void store_v(int tid, const RopeHead<T, C>& h, const T* v, HeadStrides v_at,
-                    T* v_cache, int64_t num_k_heads) {
+inline void store_v(int tid, const RopeHead<T, C>& h, const T* v, HeadStrides v_at, T* v_cache,
+                    int64_t num_k_heads) {
   const T* v_head = v + v_at.offset(h.b, h.s, h.k_head);
   T* v_cached = v_cache + (h.slot * num_k_heads + h.k_head) * kHeadDim;
   for_each_strided<kHeadDim, kThreads>(tid, [&](int i) { v_cached[i] = v_head[i]; });
@@ -165,12 +165,12 @@ template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bo
 inline void rope_head(int64_t index, const Pos* positions, int64_t positions_batch_stride,
                       int64_t positions_seq_stride, int64_t seq_len, T* q, HeadStrides q_at,
                       int64_t num_q_heads, T* k, HeadStrides k_at, int64_t num_k_heads,
-                      const C* cos_sin_cache, const T* v, HeadStrides v_at, T* k_cache,
-                      T* v_cache, const int64_t* out_loc) {
+                      const C* cos_sin_cache, const T* v, HeadStrides v_at, T* k_cache, T* v_cache,
+                      const int64_t* out_loc) {
   const int tid = static_cast<int>(this_nd_item().get_local_id(0));
   const RopeHead<T, C> h = locate_head<T, C, Pos, kHeadDim, kRotaryDim, kStoreKv>(
-      index, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at,
-      num_q_heads, k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
+      index, positions, positions_batch_stride, positions_seq_stride, seq_len, q, q_at, num_q_heads,
+      k, k_at, num_k_heads, cos_sin_cache, k_cache, out_loc);
   rotate_head<T, C, kRotaryDim, kNeox, kThreads, kStoreKv>(
       tid, h, [](const Vec<T, 2>& e, int, int, auto) {
         return Vec<float, 2>{{to_float(e.v[0]), to_float(e.v[1])}};
@@ -187,11 +187,11 @@ inline void rope_head(int64_t index, const Pos* positions, int64_t positions_bat
 
 template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bool kNeox,
           int kThreads, int kHeadsPerGroup>
-inline void rope(const Pos* positions, int64_t positions_batch_stride,
-                 int64_t positions_seq_stride, int64_t seq_len, T* q, int64_t q_batch_stride,
-                 int64_t q_seq_stride, int64_t q_head_stride, int64_t num_q_heads, T* k,
-                 int64_t k_batch_stride, int64_t k_seq_stride, int64_t k_head_stride,
-                 int64_t num_k_heads, const C* cos_sin_cache, int64_t total_heads) {
+inline void rope(const Pos* positions, int64_t positions_batch_stride, int64_t positions_seq_stride,
+                 int64_t seq_len, T* q, int64_t q_batch_stride, int64_t q_seq_stride,
+                 int64_t q_head_stride, int64_t num_q_heads, T* k, int64_t k_batch_stride,
+                 int64_t k_seq_stride, int64_t k_head_stride, int64_t num_k_heads,
+                 const C* cos_sin_cache, int64_t total_heads) {
   for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
     rope_head<T, C, Pos, kHeadDim, kRotaryDim, kNeox, kThreads, false>(
         index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,
@@ -206,11 +206,11 @@ template <typename T, typename C, typename Pos, int kHeadDim, int kRotaryDim, bo
 inline void rope_store_kv(const Pos* positions, int64_t positions_batch_stride,
                           int64_t positions_seq_stride, int64_t seq_len, T* q,
                           int64_t q_batch_stride, int64_t q_seq_stride, int64_t q_head_stride,
-                          int64_t num_q_heads, T* k, int64_t k_batch_stride,
-                          int64_t k_seq_stride, int64_t k_head_stride, int64_t num_k_heads,
-                          const C* cos_sin_cache, const T* v, int64_t v_batch_stride,
-                          int64_t v_seq_stride, int64_t v_head_stride, T* k_cache, T* v_cache,
-                          const int64_t* out_loc, int64_t total_heads) {
+                          int64_t num_q_heads, T* k, int64_t k_batch_stride, int64_t k_seq_stride,
+                          int64_t k_head_stride, int64_t num_k_heads, const C* cos_sin_cache,
+                          const T* v, int64_t v_batch_stride, int64_t v_seq_stride,
+                          int64_t v_head_stride, T* k_cache, T* v_cache, const int64_t* out_loc,
+                          int64_t total_heads) {
   for_each_head<kHeadsPerGroup>(total_heads, [&](int64_t index) {
     rope_head<T, C, Pos, kHeadDim, kRotaryDim, kNeox, kThreads, true>(
         index, positions, positions_batch_stride, positions_seq_stride, seq_len, q,

@@ -43,8 +43,8 @@ inline float repetition_penalized(float x, float penalty) {
 }
 
 template <typename T, typename C, bool kPrompt, bool kOutput>
-inline void penalize_element(T* row, const uint8_t* prompt, const C* output, int64_t i,
-                             float rep, float freq, float pres) {
+inline void penalize_element(T* row, const uint8_t* prompt, const C* output, int64_t i, float rep,
+                             float freq, float pres) {
   float x = to_float(row[i]);
   float count = 0.0f;
   if constexpr (kOutput) count = static_cast<float>(output[i]);
@@ -61,16 +61,14 @@ inline void penalize_element(T* row, const uint8_t* prompt, const C* output, int
   row[i] = from_float<T>(x);
 }
 
-template <typename T, typename P, typename C, bool kPrompt, bool kOutput, int kTile,
-          int kThreads>
+template <typename T, typename P, typename C, bool kPrompt, bool kOutput, int kTile, int kThreads>
 inline void apply_penalties(T* logits, int64_t logits_stride, int64_t vocab, int64_t tiles,
-                            const uint8_t* prompt_mask, int64_t prompt_mask_stride,
-                            const C* output, int64_t output_stride,
-                            const P* repetition_penalties, int64_t repetition_stride,
-                            float repetition_penalty, const P* frequency_penalties,
-                            int64_t frequency_stride, float frequency_penalty,
-                            const P* presence_penalties, int64_t presence_stride,
-                            float presence_penalty) {
+                            const uint8_t* prompt_mask, int64_t prompt_mask_stride, const C* output,
+                            int64_t output_stride, const P* repetition_penalties,
+                            int64_t repetition_stride, float repetition_penalty,
+                            const P* frequency_penalties, int64_t frequency_stride,
+                            float frequency_penalty, const P* presence_penalties,
+                            int64_t presence_stride, float presence_penalty) {
   static_assert(kTile % kThreads == 0, "whole steps");
   const ::sycl::nd_item<1> item = this_nd_item();
   const int64_t group = static_cast<int64_t>(item.get_group(0));
@@ -102,11 +100,11 @@ inline void apply_penalties(T* logits, int64_t logits_stride, int64_t vocab, int
 }
 
 template <typename T, typename P, typename I, int kThreads>
-inline void repetition_penalty_by_ids(const T* logits, int64_t logits_stride,
-                                      const I* input_ids, int64_t ids_stride, int64_t num_ids,
-                                      int64_t id_tiles, int64_t vocab,
-                                      const P* repetition_penalties, int64_t repetition_stride,
-                                      float repetition_penalty, T* out, int64_t out_stride) {
+inline void repetition_penalty_by_ids(const T* logits, int64_t logits_stride, const I* input_ids,
+                                      int64_t ids_stride, int64_t num_ids, int64_t id_tiles,
+                                      int64_t vocab, const P* repetition_penalties,
+                                      int64_t repetition_stride, float repetition_penalty, T* out,
+                                      int64_t out_stride) {
   const ::sycl::nd_item<1> item = this_nd_item();
   const int64_t group = static_cast<int64_t>(item.get_group(0));
   const int64_t r = group / id_tiles;

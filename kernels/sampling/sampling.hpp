@@ -1,4 +1,5 @@
-// kernels/sampling/sampling.hpp: top-k / top-p / min-p filtering of probability rows, renormalized or sampled.
+// kernels/sampling/sampling.hpp: top-k / top-p / min-p filtering of probability rows,
+// renormalized or sampled.
 //
 // One sub-group of kSampleLanes work-items per output row; element e of a row is read by
 // lane e % kSampleLanes, at step e / kSampleLanes. Sort-free:
@@ -110,8 +111,9 @@ inline uint32_t support_key(float v) {
 // target never do: every element is kept). `kept_mass` gets the mass of the elements
 // with key >= the result (which is >= floor); masses are taken times `scale`.
 template <typename G>
-inline uint32_t radix_threshold(const G& sg, const float* row, int32_t vocab, int lane, uint32_t floor,
-                                float scale, int64_t k, float target, float& kept_mass) {
+inline uint32_t radix_threshold(const G& sg, const float* row, int32_t vocab, int lane,
+                                uint32_t floor, float scale, int64_t k, float target,
+                                float& kept_mass) {
   const bool by_mass = target < kNoTarget;
   uint32_t prefix = 0;  // the bits fixed so far
   int64_t count_above = 0;
@@ -173,7 +175,8 @@ inline uint32_t radix_threshold(const G& sg, const float* row, int32_t vocab, in
 // The support's mass times scale (summed per lane in index order, then across lanes);
 // `max` gets its maximum.
 template <typename G>
-inline float support_mass(const G& sg, const float* row, int32_t vocab, int lane, float scale, float& max) {
+inline float support_mass(const G& sg, const float* row, int32_t vocab, int lane, float scale,
+                          float& max) {
   float lane_mass = 0.0f, lane_max = 0.0f;
   for (int32_t e = lane; e < vocab; e += kSampleLanes) {
     const float v = row[e];
@@ -210,7 +213,9 @@ inline KeptSet kept_set(const G& sg, const float* row, int32_t vocab, int lane, 
     } else {
       if (by_k) floor = radix_threshold(sg, row, vocab, lane, 1u, scale, k, kNoTarget, kept);
       // p of the top-k mass (of the whole mass without top-k).
-      if (by_p) floor = radix_threshold(sg, row, vocab, lane, floor, scale, kNoCount, p * kept, kept);
+      if (by_p) {
+        floor = radix_threshold(sg, row, vocab, lane, floor, scale, kNoCount, p * kept, kept);
+      }
     }
   }
   // 3. Min-p: relative to the maximum, which every filter keeps.
@@ -224,8 +229,8 @@ inline KeptSet kept_set(const G& sg, const float* row, int32_t vocab, int lane, 
 // This lane's mass of the kept elements, and the masses of the lanes before it and of
 // all lanes, summed in lane order (the same sums in every lane); in the set's units.
 template <typename G>
-inline float kept_mass(const G& sg, const float* row, int32_t vocab, int lane, KeptSet kept, float& before,
-                       float& total) {
+inline float kept_mass(const G& sg, const float* row, int32_t vocab, int lane, KeptSet kept,
+                       float& before, float& total) {
   float mine = 0.0f;
   for (int32_t e = lane; e < vocab; e += kSampleLanes) {
     const float v = row[e];
@@ -256,8 +261,9 @@ inline void write_renormalized(const G& sg, const float* row, int32_t vocab, int
 
 // Each row of probs kept to its top_k (top_k_per_row[row] if given) largest, renormalized.
 template <typename K>
-inline void top_k_renorm_probs(const float* probs, int64_t probs_stride, int32_t vocab, int32_t top_k,
-                               const K* top_k_per_row, float* out, int64_t out_stride) {
+inline void top_k_renorm_probs(const float* probs, int64_t probs_stride, int32_t vocab,
+                               int32_t top_k, const K* top_k_per_row, float* out,
+                               int64_t out_stride) {
   const auto item = this_nd_item();
   const auto sg = item.get_sub_group();
   const int lane = static_cast<int>(sg.get_local_linear_id());
@@ -287,10 +293,11 @@ inline void top_p_renorm_probs(const float* probs, int64_t probs_stride, int32_t
 // r * seed_stride: one pair shared (seed_per_row 0, seed_stride 0: Philox subsequence r)
 // or one a row (seed_per_row 1, any stride, 0 included: subsequence 0).
 template <bool kJoint, typename K, typename I>
-inline void sample_from_probs(const float* probs, int64_t probs_stride, int32_t vocab, const I* indices,
-                              int32_t top_k, const K* top_k_per_row, float top_p, const float* top_p_per_row,
-                              float min_p, const float* min_p_per_row, const int64_t* seed, int64_t seed_stride,
-                              int32_t seed_per_row, int32_t* out, int64_t out_stride) {
+inline void sample_from_probs(const float* probs, int64_t probs_stride, int32_t vocab,
+                              const I* indices, int32_t top_k, const K* top_k_per_row, float top_p,
+                              const float* top_p_per_row, float min_p, const float* min_p_per_row,
+                              const int64_t* seed, int64_t seed_stride, int32_t seed_per_row,
+                              int32_t* out, int64_t out_stride) {
   const auto item = this_nd_item();
   const auto sg = item.get_sub_group();
   const int lane = static_cast<int>(sg.get_local_linear_id());
@@ -307,12 +314,12 @@ inline void sample_from_probs(const float* probs, int64_t probs_stride, int32_t 
   const float mine = kept_mass(sg, row, vocab, lane, kept, before, total);
   const int64_t* row_seed = seed + r * seed_stride;
   const uint64_t subsequence = seed_per_row != 0 ? 0u : static_cast<uint64_t>(r);
-  const float u =
-      philox_uniform(static_cast<uint64_t>(row_seed[0]), static_cast<uint64_t>(row_seed[1]), subsequence);
+  const float u = philox_uniform(static_cast<uint64_t>(row_seed[0]),
+                                 static_cast<uint64_t>(row_seed[1]), subsequence);
   const float target = u * total;
   // The lane holding the target: the last lane with kept mass whose prefix is <= target.
-  const int holder =
-      ::sycl::reduce_over_group(sg, mine > 0.0f && before <= target ? lane : -1, ::sycl::maximum<int>());
+  const int holder = ::sycl::reduce_over_group(sg, mine > 0.0f && before <= target ? lane : -1,
+                                               ::sycl::maximum<int>());
   int32_t found = -1, last = -1;
   float running = before;
   for (int32_t e = lane; e < vocab; e += kSampleLanes) {

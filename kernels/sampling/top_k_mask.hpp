@@ -96,14 +96,15 @@ inline void top_k_mask_logits(const T* logits, int64_t logits_stride, int64_t vo
   T* out_row = out + r * out_stride;
   const int64_t k = top_ks != nullptr ? static_cast<int64_t>(top_ks[r * top_ks_stride]) : top_k;
   if (k < 1 || k >= vocab) {  // uniform over the work-group
-    if (out_row != row) for_each_in_row<kTile, kThreads>(tid, vocab, [&](int64_t i) { out_row[i] = row[i]; });
+    if (out_row != row) {
+      for_each_in_row<kTile, kThreads>(tid, vocab, [&](int64_t i) { out_row[i] = row[i]; });
+    }
     return;
   }
   const auto count_at_or_above = [&](uint32_t key) {
     int32_t local = 0;
-    for_each_in_row<kTile, kThreads>(tid, vocab, [&](int64_t i) {
-      local += order_key(row[i]) >= key ? 1 : 0;
-    });
+    for_each_in_row<kTile, kThreads>(tid, vocab,
+                                     [&](int64_t i) { local += order_key(row[i]) >= key ? 1 : 0; });
     return ::sycl::reduce_over_group(item.get_group(), local, ::sycl::plus<int32_t>());
   };
   // The largest key with at least k keys at or above it: the k-th largest. Once

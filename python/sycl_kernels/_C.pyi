@@ -74,12 +74,6 @@ class Kernel:
         arguments are tensors, checked to be on the queue's device.
         """
 
-    def _launch_addresses(self, queue: Queue, global_size: int, local_size: int, *args) -> None:
-        """
-        launch(), taking an int for a pointer as a device address, unchecked: for the
-        ops only, which check every tensor before passing its data_ptr().
-        """
-
     def _bind(self, queue: Queue, global_size: int, local_size: int, params: Sequence) -> BoundLaunch:
         """
         A launch with every parameter bound, in order: values for scalars (kinds

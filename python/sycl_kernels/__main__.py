@@ -15,12 +15,11 @@ from tqdm import tqdm
 from . import _new_op, _runtime
 from ._build_config import BUILD_CONFIG_FILE, read_build_config
 from ._devices import default_device, devices
-from ._dtypes import BY_NAME, DTYPES
-from .bench.cases import norm_case
+from ._dtypes import BY_NAME
 from .bench.model import run as run_model_bench
-from .bench.ops import ALL_OPS, Result, measure
+from .bench.ops import ALL_OPS, DTYPE_NAMES, against_torch, max_error, op_family
 from .bench.ops import run as run_bench
-from .bench.registry import BENCH_OPS, BenchOp
+from .bench.registry import BENCH_OPS
 from .jit import aot, stats
 from .jit.batch import precompile
 from .jit.bundle import export_bundle, import_bundle
@@ -32,9 +31,6 @@ from .specs.variants import read_manifest
 from .toolchain import compiler
 from .toolchain.compiler import KernelCompileError
 from .toolchain.sources import KERNELS_DIR
-
-DEMO_SHAPES = ((1, 4096), (256, 4096), (4096, 4096), (256, 8192))
-DEMO_DTYPES = tuple(d.torch_dtype for d in DTYPES)
 
 
 def _lines_summary(config: dict) -> str:
@@ -93,47 +89,42 @@ def cmd_info(_: argparse.Namespace) -> int:
 DEMO_TOLERANCE = {"fp32": 1e-3, "fp16": 2e-2, "bf16": 4e-2}
 
 
-def _print_table(title: str, rows: list[Result]) -> bool:
-    header = (
-        f"{'op':<20} {'dtype':<6} {'shape':>20} {'sycl ms':>9} {'torch ms':>9} "
-        f"{'speedup':>8} {'max err':>9}"
-    )
-    print(f"\n{title}\n{header}\n{'-' * len(header)}")
-    ok = True
-    for r in rows:
-        ok &= r.max_error <= DEMO_TOLERANCE[r.dtype]
-        print(
-            f"{r.op:<20} {r.dtype:<6} {r.shape:>20} {r.sycl_us / 1e3:>9.3f} "
-            f"{r.torch_us / 1e3:>9.3f} {r.speedup:>7.1f}x {r.max_error:>9.2e}"
-        )
-    return ok
-
-
-def _demo(entry: BenchOp, device: torch.device) -> Result:
-    """The op's demo shape (bench/registry.py) in its demo dtype."""
-    assert entry.demo is not None
-    shape, build = entry.demo
-    return measure(entry.name, entry.demo_dtype, shape, build(entry.demo_dtype, device), device)
+def demo_entries() -> dict[str, str]:
+    """family -> the op demo times for it: the family's first registered bench op with a
+    demo shape (bench/registry.py), families by name."""
+    chosen: dict[str, str] = {}
+    for entry in BENCH_OPS.values():
+        family = op_family(entry.name)
+        if entry.demo is not None and family is not None:
+            chosen.setdefault(family, entry.name)
+    return dict(sorted(chosen.items()))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     device = default_device()
     print(f"sycl_kernels on {device} (SYCL device {_runtime.queue_for(device).device['name']})")
-    print("max err: largest |ours - torch| / (1 + |torch|)")
-    rms = [
-        measure(
-            "rmsnorm",
-            dtype,
-            f"{rows}x{hidden}",
-            norm_case("rmsnorm", dtype, device, rows, hidden),
-            device,
+    print(
+        "An op of each family against its torch eager form: median time per call after a "
+        "warm-up, the two called in turn; max err: largest |ours - torch| / (1 + |torch|).\n"
+    )
+    header = (
+        f"{'family':<11} {'op':<22} {'dtype':<6} {'shape':>26} {'sycl ms':>9} "
+        f"{'torch ms':>9} {'speedup':>8} {'max err':>9}"
+    )
+    print(f"{header}\n{'-' * len(header)}")
+    ok = True
+    for family, name in demo_entries().items():
+        entry = BENCH_OPS[name]
+        shape, build = entry.demo
+        dtype = DTYPE_NAMES[entry.demo_dtype]
+        case = build(entry.demo_dtype, device)
+        error = max_error(case)
+        ours, theirs = against_torch(case, device)
+        ok &= error <= DEMO_TOLERANCE[dtype]
+        print(
+            f"{family:<11} {name:<22} {dtype:<6} {shape:>26} {ours * 1e3:>9.3f} "
+            f"{theirs * 1e3:>9.3f} {theirs / ours:>7.1f}x {error:>9.2e}"
         )
-        for dtype in DEMO_DTYPES
-        for rows, hidden in DEMO_SHAPES
-    ]
-    ok = _print_table("rmsnorm vs torch.nn.functional.rms_norm", rms)
-    every = [_demo(entry, device) for entry in BENCH_OPS.values() if entry.demo is not None]
-    ok &= _print_table("every op vs its torch eager form (bf16; timestep_embedding fp32)", every)
     s = stats()
     print(
         f"\nkernels: {s.aot_loads} from the wheel's AOT images, {s.disk_hits} from the disk "
@@ -284,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     info = commands.add_parser("info", help="runtime version, devices, compiler and paths")
     info.set_defaults(run=cmd_info)
-    demo = commands.add_parser("demo", help="every op vs torch: time and error at LLM shapes")
+    demo = commands.add_parser("demo", help="an op of each family vs torch: time and error")
     demo.set_defaults(run=cmd_demo)
     bench = commands.add_parser(
         "bench",

@@ -1,8 +1,8 @@
 """sycl_kernels._new_op: `python -m sycl_kernels new-op NAME`, a new op's files in a checkout.
 
 It writes a working element-wise op, out = NAME(x, factor) = x * factor, from the
-templates in _new_op_templates/: the kernel, its spec, the op, its tests, and its
-manifest rows. Each joins the package by registration (the manifest's spec
+templates in _new_op_templates/: the kernel, its spec, the op, its bench case, its
+tests, and its manifest rows. Each joins the package by registration (the manifest's spec
 factories, the bad-input matrix and opcheck, bench and demo, the ctest `ops` label);
 the shared files it edits are kernels/variants.toml, to which the op's table is
 appended, and ops/__init__.py, whose imports it rewrites from the ops modules (they
@@ -79,7 +79,12 @@ NEW_FILES = (
     NewFile(
         "python/sycl_kernels/ops/{name}.py",
         "op.py.tmpl",
-        "the op: its checks, its kernel's binding, the public function, its bench case",
+        "the op: its checks, its kernel's binding, the public function",
+    ),
+    NewFile(
+        "python/sycl_kernels/bench/{name}.py",
+        "bench.py.tmpl",
+        "its bench case, against its torch eager form (bench and demo)",
     ),
     NewFile(
         "tests/ops/test_{name}.py",

@@ -252,11 +252,6 @@ def queue_for(device: torch.device):
     return _xpu_queue(device)
 
 
-def queue_of(t: torch.Tensor):
-    """queue_for(t.device), without building t.device for a CPU tensor (the hot path)."""
-    return cpu_queue() if t.is_cpu else _xpu_queue(t.device)
-
-
 def tuning_of(t: torch.Tensor) -> str:
     """The kernel tuning for a tensor's device class (kernels/common/vec.hpp): cpu or gpu."""
     return "cpu" if t.is_cpu else "gpu"

@@ -7,9 +7,9 @@ An op's test file (tests/ops/test_<op>.py) calls `register` with
   ``<op>_out``); tests/ops/test_library.py opchecks each;
 - its run-once case, a call against its reference in each dtype at a size no
   manifest variant has; tests/ops/test_every_op_once.py runs it (on every runtime
-  line, .ci/runtime-line). The ops that predate this hook keep theirs in that file.
+  line, .ci/runtime-line). Every op's is registered here, by its family's test file.
 
-So a new op joins both with its test file alone. The readers call `load()`, which
+So a new op joins all three with its test file alone. The readers call `load()`, which
 imports every test file of tests/ops: whichever files pytest was given, the tables
 are whole.
 """

@@ -17,16 +17,19 @@ import torch
 from sycl_kernels import _dtypes as dtype_table
 
 from tests import references
+from tests.grids import pairwise
 from tests.ops import cases
 
 OPS = ["silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul"]
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("dim", [1, 1000, 4096, 11008])
-@pytest.mark.parametrize("rows", [1, 33])
-@pytest.mark.parametrize("op", OPS)
+# Pairwise (tests/grids.py), not the product: the three ops share gated.hpp's row loop
+# (the activation is one template value), so every (dim, dtype) kernel class runs, each
+# op at every dim and in every dtype, and each row count with each of them.
+@pytest.mark.parametrize(
+    ("op", "rows", "dim", "dtype"), pairwise(OPS, [1, 33], [1, 1000, 4096, 11008], DTYPES), ids=str
+)
 def test_act_and_mul(op: str, rows: int, dim: int, dtype: torch.dtype) -> None:
     x = (3 * torch.randn(rows, 2 * dim)).to(dtype)
     got = getattr(sycl_kernels, op)(x)
@@ -348,6 +351,20 @@ def _once_param(op: Callable[..., object], dtype: torch.dtype, *, name: str) -> 
     references.assert_close(got, _param_reference(name, x, *PARAMS[name][1]))
 
 
+def _once_halves(op: Callable[..., object], dtype: torch.dtype, *, name: str) -> None:
+    x = (3 * torch.randn(5, 2 * ODD)).to(dtype)
+    got = op(x)
+    assert got.dtype == dtype
+    references.assert_close(got, references.act_and_mul(name, x))
+
+
+def _once_act_and_mul(op: Callable[..., object], dtype: torch.dtype) -> None:
+    gate, up = (3 * torch.randn(5, ODD)).to(dtype), torch.randn(5, ODD).to(dtype)
+    got = op(gate, up, "silu")
+    assert got.dtype == dtype
+    references.assert_close(got, references.act_and_mul("silu_and_mul", torch.cat([gate, up], -1)))
+
+
 ELEMENTWISE_OUT = f"{ACT_OUT} float16 missing_dim"
 
 
@@ -393,6 +410,8 @@ cases.register(
     ),
     opcheck=_opcheck_samples,
     once={
+        **{op: cases.OnceCase(functools.partial(_once_halves, name=op)) for op in OPS},
+        "act_and_mul": cases.OnceCase(_once_act_and_mul),
         **{op: cases.OnceCase(functools.partial(_once_elementwise, name=op)) for op in ELEMENTWISE},
         **{op: cases.OnceCase(functools.partial(_once_param, name=op)) for op in PARAM_OPS},
     },

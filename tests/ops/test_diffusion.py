@@ -9,13 +9,23 @@ import sycl_kernels
 import torch
 
 from tests import references
+from tests.grids import pairwise
 from tests.ops import cases
 
 
-@pytest.mark.parametrize("dim", [1, 7, 256, 320, 1001])
-@pytest.mark.parametrize("flip_sin_to_cos", [False, True])
+# Pairwise (tests/grids.py), not the product: shift, scale and max_period are runtime
+# arguments, so each set of them runs at every dim and both orders, every dim in both.
 @pytest.mark.parametrize(
-    ("shift", "scale", "max_period"), [(1.0, 1.0, 10000), (0.0, 1000.0, 10000), (1.0, 2.5, 500.0)]
+    ("dim", "flip_sin_to_cos", "shift", "scale", "max_period"),
+    [
+        (dim, flip, *params)
+        for dim, flip, params in pairwise(
+            [1, 7, 256, 320, 1001],
+            [False, True],
+            [(1.0, 1.0, 10000), (0.0, 1000.0, 10000), (1.0, 2.5, 500.0)],
+        )
+    ],
+    ids=str,
 )
 def test_timestep_embedding(
     dim: int, flip_sin_to_cos: bool, shift: float, scale: float, max_period: float
@@ -62,6 +72,17 @@ def test_timestep_embedding_rejects_bad_input(t, kwargs, error, message: str) ->
 
 # The inputs of the suite-wide tests: the bad-input matrix and opcheck (tests/ops/cases.py).
 
+
+def _once(op, dtype: torch.dtype) -> None:
+    # The run-once case (tests/ops/test_every_op_once.py): dim 200, not bundled.
+    t = (torch.rand(5) * 1000).to(dtype)
+    got = op(t, 200)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(
+        got.double(), references.timestep_embedding(t.float(), 200), rtol=0, atol=1e-4
+    )
+
+
 cases.register(
     cases.OpCase(
         "timestep_embedding",
@@ -76,4 +97,6 @@ cases.register(
         },
     ),
     opcheck=lambda: [("timestep_embedding", (torch.rand(5) * 1000, 64, True, 1.0, 1.0, 10000.0))],
+    # One kernel (float32 math and output) for every timestep dtype.
+    once={"timestep_embedding": cases.OnceCase(_once, dtypes=(torch.float32,))},
 )

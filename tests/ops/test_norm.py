@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sycl_kernels import _dtypes as dtype_table
 from sycl_kernels.jit import stats
 
 from tests import references
+from tests.grids import pairwise
 from tests.ops import cases
 
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
@@ -25,9 +27,9 @@ def _inputs(rows: int, hidden: int, dtype: torch.dtype) -> tuple[torch.Tensor, t
     return x, weight
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("hidden", HIDDEN)
-@pytest.mark.parametrize("rows", ROWS)
+# Pairwise (tests/grids.py): every (hidden, dtype) kernel, each at one or two row counts
+# (rows are a launch size, not a kernel parameter), every row count at every size.
+@pytest.mark.parametrize(("rows", "hidden", "dtype"), pairwise(ROWS, HIDDEN, DTYPES), ids=str)
 def test_rmsnorm_matches_reference(rows: int, hidden: int, dtype: torch.dtype) -> None:
     x, weight = _inputs(rows, hidden, dtype)
     got = sycl_kernels.rmsnorm(x, weight, 1e-6)
@@ -142,9 +144,11 @@ def test_rmsnorm_rejects_bad_input(override: dict, error: type[Exception], messa
     assert message in str(info.value)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("hidden", [64, 1000, 4096])
-@pytest.mark.parametrize("gemma", [False, True], ids=["plain", "gemma"])
+# Pairwise (tests/grids.py): every (hidden, dtype) kernel class, plain and Gemma each
+# at every size and in every dtype.
+@pytest.mark.parametrize(
+    ("hidden", "dtype", "gemma"), pairwise([64, 1000, 4096], DTYPES, [False, True]), ids=str
+)
 def test_fused_add_rmsnorm_matches_reference(hidden: int, dtype: torch.dtype, gemma: bool) -> None:
     x, weight = _inputs(7, hidden, dtype)
     residual = torch.randn(7, hidden).to(dtype)
@@ -180,10 +184,11 @@ def test_gemma_rmsnorm_matches_reference(hidden: int, dtype: torch.dtype) -> Non
     )
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 # 72: the CPU tuning's work-group size (gcd(head_dim, 16)) falls to 8 work-items.
-@pytest.mark.parametrize("head_dim", [64, 72, 80, 128, 256])
-@pytest.mark.parametrize("tokens", [1, 33])
+# Pairwise (tests/grids.py): every (head_dim, dtype) kernel, each token count with each.
+@pytest.mark.parametrize(
+    ("tokens", "head_dim", "dtype"), pairwise([1, 33], [64, 72, 80, 128, 256], DTYPES), ids=str
+)
 def test_qknorm_on_views_of_a_fused_qkv(tokens: int, head_dim: int, dtype: torch.dtype) -> None:
     num_q, num_kv = 8, 2
     qkv = torch.randn(tokens, (num_q + 2 * num_kv) * head_dim).to(dtype)
@@ -329,6 +334,43 @@ def _opcheck_samples() -> list[tuple[str, tuple]]:
     return samples
 
 
+# Its run-once cases (tests/ops/test_every_op_once.py), at sizes no manifest variant has.
+_ONCE_TOKENS, _ONCE_WIDTH, _ONCE_HEAD_DIM = 5, 200, 96
+
+
+def _once_weight(dtype: torch.dtype, width: int = _ONCE_WIDTH) -> torch.Tensor:
+    return (1 + 0.5 * torch.randn(width)).to(dtype)
+
+
+def _once_norm(op: Callable[..., object], dtype: torch.dtype, *, gemma: bool) -> None:
+    x, weight = torch.randn(_ONCE_TOKENS, _ONCE_WIDTH).to(dtype), _once_weight(dtype)
+    got = op(x, weight, 1e-6)
+    assert got.dtype == dtype
+    references.assert_close(got, references.rmsnorm(x, weight, 1e-6, gemma))
+
+
+def _once_fused_add(op: Callable[..., object], dtype: torch.dtype, *, gemma: bool) -> None:
+    x, residual = (torch.randn(_ONCE_TOKENS, _ONCE_WIDTH).to(dtype) for _ in range(2))
+    weight = _once_weight(dtype)
+    want_x, want_residual = references.fused_add_rmsnorm(
+        x, residual, weight, 1e-6, gemma, rounded_sum=True
+    )
+    op(x, residual, weight, 1e-6)  # in place; rounded_sum=True is the default
+    references.assert_close(residual, want_residual)
+    references.assert_close(x, want_x)
+
+
+def _once_qknorm(op: Callable[..., object], dtype: torch.dtype) -> None:
+    q = torch.randn(_ONCE_TOKENS, 4, _ONCE_HEAD_DIM).to(dtype)
+    k = torch.randn(_ONCE_TOKENS, 2, _ONCE_HEAD_DIM).to(dtype)
+    q_weight, k_weight = _once_weight(dtype, _ONCE_HEAD_DIM), _once_weight(dtype, _ONCE_HEAD_DIM)
+    want_q = references.rmsnorm(q, q_weight, 1e-6)
+    want_k = references.rmsnorm(k, k_weight, 1e-6)
+    op(q, k, q_weight, k_weight, 1e-6)
+    references.assert_close(q, want_q)
+    references.assert_close(k, want_k)
+
+
 cases.register(
     *(
         cases.OpCase(op, _norm_args, NORM_TENSORS, {"eps": cases.NON_NEGATIVE})
@@ -350,4 +392,11 @@ cases.register(
         {"eps": cases.NON_NEGATIVE, "gemma": cases.BOOL},
     ),
     opcheck=_opcheck_samples,
+    once={
+        "rmsnorm": cases.OnceCase(functools.partial(_once_norm, gemma=False)),
+        "gemma_rmsnorm": cases.OnceCase(functools.partial(_once_norm, gemma=True)),
+        "fused_add_rmsnorm": cases.OnceCase(functools.partial(_once_fused_add, gemma=False)),
+        "gemma_fused_add_rmsnorm": cases.OnceCase(functools.partial(_once_fused_add, gemma=True)),
+        "qknorm": cases.OnceCase(_once_qknorm),
+    },
 )

@@ -4,8 +4,8 @@ checked against the float64 references in tests/references.py.
 Sizes are drawn from lists that sit on and around each vector width (4 fp32 and 8
 fp16/bf16 elements a 16-byte access) and work-group size, plus 1 and large rows; so
 each example may compile a new variant. The hypothesis profile bounds the number
-of examples (tests/conftest.py: "ci" in CI, "dev" by default, "long" for a manual
-run with --hypothesis-profile=long).
+of examples (tests/conftest.py: "ci", derandomized, by default; "dev", random, and
+"long" for a manual run with --hypothesis-profile=dev or =long).
 """
 
 from __future__ import annotations

@@ -229,6 +229,19 @@ def _opcheck_samples() -> list[tuple[str, tuple]]:
     ]
 
 
+def _once_qknorm_rope(op, dtype: torch.dtype) -> None:
+    # The run-once case (tests/ops/test_every_op_once.py): head size 96, not bundled.
+    q, k = torch.randn(5, 4, 96).to(dtype), torch.randn(5, 2, 96).to(dtype)
+    q_weight, k_weight = ((1 + 0.5 * torch.randn(96)).to(dtype) for _ in range(2))
+    positions = torch.randint(0, MAX_POSITION, (5,))
+    cache = references.rope_cache(MAX_POSITION, 96)
+    want_q = references.rope(positions, references.rmsnorm(q, q_weight, EPS), cache, True)
+    want_k = references.rope(positions, references.rmsnorm(k, k_weight, EPS), cache, True)
+    op(positions, q, k, q_weight, k_weight, cache, True, EPS)
+    references.assert_close(q, want_q)
+    references.assert_close(k, want_k)
+
+
 cases.register(
     cases.OpCase(
         "qknorm_rope",
@@ -254,4 +267,5 @@ cases.register(
         },
     ),
     opcheck=_opcheck_samples,
+    once={"qknorm_rope": cases.OnceCase(_once_qknorm_rope)},
 )

@@ -8,6 +8,7 @@ import torch
 from sycl_kernels import _dtypes as dtype_table
 
 from tests import references
+from tests.grids import pairwise
 from tests.ops import cases
 
 DTYPES = [d.torch_dtype for d in dtype_table.DTYPES]
@@ -23,12 +24,18 @@ def _qkv(tokens: int, num_q: int, num_kv: int, head_dim: int, dtype: torch.dtype
     return qkv, q, k, v
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+# Pairwise (tests/grids.py), not the product: every (head_dim, rotary_dim) in both
+# styles and every dtype, every style in every dtype, each token count with each.
 @pytest.mark.parametrize(
-    ("head_dim", "rotary_dim"), [(64, 64), (80, 80), (128, 64), (128, 128), (256, 128)]
+    ("tokens", "head_dim", "rotary_dim", "is_neox", "dtype"),
+    [
+        (tokens, *dims, is_neox, dtype)
+        for tokens, dims, is_neox, dtype in pairwise(
+            [1, 37], [(64, 64), (80, 80), (128, 64), (128, 128), (256, 128)], [True, False], DTYPES
+        )
+    ],
+    ids=str,
 )
-@pytest.mark.parametrize("tokens", [1, 37])
 def test_apply_rope(
     tokens: int, head_dim: int, rotary_dim: int, is_neox: bool, dtype: torch.dtype
 ) -> None:
@@ -257,6 +264,18 @@ def _opcheck_samples() -> list[tuple[str, tuple]]:
     ]
 
 
+def _once_apply_rope(op, dtype: torch.dtype) -> None:
+    # The run-once case (tests/ops/test_every_op_once.py): head size 96, not bundled.
+    q, k = torch.randn(5, 4, 96).to(dtype), torch.randn(5, 2, 96).to(dtype)
+    positions = torch.randint(0, MAX_POSITION, (5,))
+    cache = references.rope_cache(MAX_POSITION, 96)
+    want_q = references.rope(positions, q, cache, True)
+    want_k = references.rope(positions, k, cache, True)
+    op(positions, q, k, cache, True)
+    references.assert_close(q, want_q)
+    references.assert_close(k, want_k)
+
+
 cases.register(
     cases.OpCase(
         "apply_rope",
@@ -270,4 +289,5 @@ cases.register(
         },
     ),
     opcheck=_opcheck_samples,
+    once={"apply_rope": cases.OnceCase(_once_apply_rope)},
 )

@@ -3,8 +3,8 @@ keyword-only parameters is the op's own business.
 
 Each op with two or more keyword-only parameters (besides its outputs) is copied with
 them in reverse order, the same check, bind, new_output and formula; the copy then
-passes the op's run-once case (tests/ops/test_every_op_once.py: the float64
-reference), and gives what the op gives through the dispatcher too.
+passes the op's run-once case (tests/ops/cases.py, registered by the op's test
+file: the float64 reference), and gives what the op gives through the dispatcher too.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import sycl_kernels
 import torch
 from sycl_kernels.ops._op import Op
 
-from tests.ops.test_every_op_once import ALL_CASES, EXPORTED
+from tests.ops import cases
+from tests.ops.test_every_op_once import EXPORTED
+
+ALL_CASES = cases.once_cases()
 
 KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
 

@@ -1,58 +1,26 @@
-"""sycl_kernels.bench.moe: MoE routing, expert alignment and the paged KV store against
-their torch eager forms (bench).
+"""sycl_kernels.bench.moe: MoE expert alignment and the experts' sum against their torch
+eager forms (bench, demo).
 
-moe_topk: softmax + torch.topk + renormalization (Qwen3-MoE's router) at 128 experts,
-top-8. moe_align_block_size: a sort-based torch form producing the same padded
-layout. moe_sum: x.sum(dim=1) of the experts' outputs. store_kv_cache: index_copy_ of
-the new keys and values into the same flash layout cache ([blocks * block_size, heads,
-head_size] view). gather_cache: index_select
-of each sequence's blocks of an MLA cache (entry 512 + 64), flattened to tokens.
+moe_align_block_size: a sort-based torch form producing the same padded layout, at 128
+experts, top-8, blocks of 64. moe_sum: x.sum(dim=1) of the experts' outputs.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 
 import torch
 
 from .. import ops
-from .registry import BenchOp, Build, Case, register
+from .registry import BenchOp, Build, Case, nbytes, register
 
 _EXPERTS, _TOPK, _BLOCK = 128, 8, 64
 # Qwen3-MoE-30B-A3B's hidden size.
 _HIDDEN = 2048
-_HEADS, _HEAD_SIZE, _CACHE_BLOCK = 8, 128, 16
-_MLA_ENTRY, _GATHER_BATCH = 512 + 64, 8
-
-
-def _bytes(*tensors: torch.Tensor) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def _torch_topk(logits: torch.Tensor) -> torch.Tensor:
-    """Qwen3-MoE's router in torch: the renormalized weights of the chosen experts."""
-    probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
-    weights, _ = torch.topk(probs, _TOPK, dim=-1)
-    return weights / weights.sum(dim=-1, keepdim=True)
-
-
-def routing_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
-    """Both sides return the weights of the chosen experts, sorted within each token (bf16
-    logits tie often; tied experts have equal weights, whichever is chosen)."""
-    logits = torch.randn(tokens, _EXPERTS, generator=_generator(1)).to(device, dtype)
-    weights = torch.empty(tokens, _TOPK, device=device)
-    ids = torch.empty(tokens, _TOPK, dtype=torch.int32, device=device)
-
-    def ours() -> torch.Tensor:
-        ops.moe_topk(logits, _TOPK, renormalize=True, topk_weights=weights, topk_ids=ids)
-        return weights.sort(-1).values
-
-    return Case(ours, lambda: _torch_topk(logits).sort(-1).values, _bytes(logits, weights, ids))
 
 
 def _torch_align(topk_ids: torch.Tensor) -> torch.Tensor:
@@ -82,7 +50,7 @@ def align_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
         return torch.bincount(expert_ids[:blocks].long(), minlength=_EXPERTS)
 
     size = topk_ids.numel() + _EXPERTS * (_BLOCK - 1)
-    return Case(ours, lambda: _torch_align(topk_ids.long()), _bytes(topk_ids) + 4 * size)
+    return Case(ours, lambda: _torch_align(topk_ids.long()), nbytes(topk_ids) + 4 * size)
 
 
 def moe_sum_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
@@ -92,73 +60,18 @@ def moe_sum_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
     def ours() -> torch.Tensor:
         return ops.moe_sum(x, out=out)
 
-    return Case(ours, lambda: x.sum(dim=1), _bytes(x, out))
+    return Case(ours, lambda: x.sum(dim=1), nbytes(x, out))
 
 
-def kv_store_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
-    """Both sides store into their own cache and return it."""
-    blocks = (tokens + _CACHE_BLOCK - 1) // _CACHE_BLOCK * 2
-    shape = (blocks, _CACHE_BLOCK, _HEADS, _HEAD_SIZE)
-    key = torch.randn(tokens, _HEADS, _HEAD_SIZE, generator=_generator(3)).to(device, dtype)
-    value = torch.randn(tokens, _HEADS, _HEAD_SIZE, generator=_generator(4)).to(device, dtype)
-    slots = torch.randperm(blocks * _CACHE_BLOCK, generator=_generator(5))[:tokens].to(device)
-    ours_k, ours_v = (torch.zeros(shape, dtype=dtype, device=device) for _ in range(2))
-    theirs_k, theirs_v = (torch.zeros(shape, dtype=dtype, device=device) for _ in range(2))
-
-    def ours() -> torch.Tensor:
-        ops.store_kv_cache(key, value, ours_k, ours_v, slots)
-        return ours_k
-
-    def theirs() -> torch.Tensor:
-        theirs_k.view(-1, _HEADS, _HEAD_SIZE).index_copy_(0, slots, key)
-        theirs_v.view(-1, _HEADS, _HEAD_SIZE).index_copy_(0, slots, value)
-        return theirs_k
-
-    return Case(ours, theirs, 2 * _bytes(key, value) + _bytes(slots))
-
-
-def kv_gather_case(dtype: torch.dtype, device: torch.device, tokens: int) -> Case:
-    """min(8, tokens) sequences of tokens // batch tokens each, in distinct blocks of a
-    cache of twice the blocks they need; both sides gather into [tokens, entry]."""
-    batch = min(_GATHER_BATCH, tokens)
-    length = tokens // batch
-    per_seq = (length + _CACHE_BLOCK - 1) // _CACHE_BLOCK
-    blocks = 2 * batch * per_seq
-    cache = torch.randn(blocks, _CACHE_BLOCK, _MLA_ENTRY, generator=_generator(6))
-    cache = cache.to(device, dtype)
-    table = torch.randperm(blocks, generator=_generator(7))[: batch * per_seq]
-    table = table.view(batch, per_seq).to(device, torch.int32)
-    cu_seq_lens = torch.arange(batch + 1, dtype=torch.int32, device=device) * length
-    dst = torch.empty(batch * length, _MLA_ENTRY, dtype=dtype, device=device)
-
-    def ours() -> torch.Tensor:
-        ops.gather_cache(cache, dst, table, cu_seq_lens)
-        return dst
-
-    def theirs() -> torch.Tensor:
-        rows = cache.index_select(0, table.flatten()).view(batch, -1, _MLA_ENTRY)
-        return rows[:, :length].flatten(0, 1)
-
-    return Case(ours, theirs, 2 * _bytes(dst) + _bytes(table, cu_seq_lens))
-
-
-def _shapes(case, label: str, tokens: int, quick: bool) -> Iterable[tuple[str, Build]]:
+def _shapes(case, label: str, tokens: int, quick: bool) -> list[tuple[str, Build]]:
     return [(f"{tokens}x{label}", lambda dtype, device: case(dtype, device, tokens))]
 
 
 register(
     BenchOp(
-        "moe_topk",
-        functools.partial(_shapes, routing_case, f"{_EXPERTS} experts top-{_TOPK}"),
-        note="moe_topk: softmax + top-8 + renormalization of 128 experts' logits; the torch "
-        "column is torch.softmax, torch.topk and the renormalization; max err compares the "
-        "chosen experts' weights.",
-    )
-)
-register(
-    BenchOp(
         "moe_align_block_size",
         functools.partial(_shapes, align_case, f"{_TOPK} slots {_EXPERTS} experts b{_BLOCK}"),
+        demo=_shapes(align_case, f"{_TOPK} slots {_EXPERTS} experts b{_BLOCK}", 256, quick=True)[0],
         dtypes=(torch.float32,),
         note="moe_align_block_size (int32 ids; the dtype column is unused): the torch "
         "column is a stable sort and a scatter into the same padded layout; max err "
@@ -171,22 +84,5 @@ register(
         functools.partial(_shapes, moe_sum_case, f"{_TOPK}x{_HIDDEN}"),
         note="moe_sum: the top-8 experts' outputs summed per token; the torch column is "
         "x.sum(dim=1).",
-    )
-)
-register(
-    BenchOp(
-        "store_kv_cache",
-        functools.partial(_shapes, kv_store_case, f"{_HEADS}x{_HEAD_SIZE}"),
-        note="store_kv_cache: keys and values into a flash-layout paged cache; the torch column "
-        "is index_copy_ into the same cache; bytes: read once and written once.",
-    )
-)
-register(
-    BenchOp(
-        "gather_cache",
-        functools.partial(_shapes, kv_gather_case, f"{_MLA_ENTRY} MLA b{_CACHE_BLOCK}"),
-        note="gather_cache: 8 sequences' tokens out of a paged MLA cache (512 + 64) through a "
-        "block table; the torch column is index_select of their blocks, flattened; bytes: "
-        "the tokens read once and written once.",
     )
 )

@@ -10,8 +10,10 @@ same kernel); and the latency of getting a kernel (cold compile, disk, memory, A
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
+import pkgutil
 import statistics
 import subprocess
 import sys
@@ -27,12 +29,13 @@ from .. import _runtime, jit, ops
 from .._dtypes import BY_NAME, DTYPES
 from ..ops import norm as norm_ops
 from ..specs.norm import rmsnorm_spec
-from . import cases, moe, penalties, quant, sampling  # noqa: F401  (register the ops' cases)
 from .registry import BENCH_OPS, Case
 from .timing import alternating_median_seconds, median_seconds
 
-# Every op with a registered case (bench/registry.py): the existing ops' (bench/cases.py)
-# and any an op module registers itself (the package imported them all, with ops).
+# Each family's cases register themselves in their module of this package
+# (bench/<family>.py): importing every module registers them all, a new op's with them.
+for _module in pkgutil.iter_modules(sys.modules[__package__].__path__):
+    importlib.import_module(f"{__package__}.{_module.name}")
 ALL_OPS = tuple(BENCH_OPS)
 DTYPE_NAMES = {d.torch_dtype: d.short_name for d in DTYPES}
 
@@ -78,9 +81,31 @@ def _repeats(fn: Callable[[], object], device: torch.device) -> int:
     return int(min(50, max(3, _TARGET_SECONDS / max(once, 1e-6))))
 
 
-def measure(op: str, dtype: torch.dtype, shape: str, case: Case, device: torch.device) -> Result:
+def max_error(case: Case) -> float:
+    """Largest |ours - torch| / (1 + |torch|) after one call of each."""
     ours, theirs = case.ours().double(), case.theirs().double()
-    error = ((ours - theirs).abs() / (1 + theirs.abs())).max().item()
+    return ((ours - theirs).abs() / (1 + theirs.abs())).max().item()
+
+
+def against_torch(case: Case, device: torch.device) -> tuple[float, float]:
+    """Median seconds of a call of ours and of torch's, after a warm-up, their calls
+    taken in turn (demo's timing: a slow moment of a shared machine falls on both)."""
+    repeats = min(_repeats(case.ours, device), _repeats(case.theirs, device))
+    ours, theirs = alternating_median_seconds((case.ours, case.theirs), device, repeats=repeats)
+    return ours, theirs
+
+
+def op_family(name: str) -> str | None:
+    """The family of exported op `name`: its module's name in sycl_kernels.ops (norm,
+    rope, ...); None for a bench entry that is not an exported op (a variant, as
+    dynamic_quantize_g128)."""
+    if name not in ops.__all__:
+        return None
+    return getattr(ops, name).__module__.rpartition(".")[2]
+
+
+def measure(op: str, dtype: torch.dtype, shape: str, case: Case, device: torch.device) -> Result:
+    error = max_error(case)
     # Against torch, each op's calls back to back, as a model calls them: a small
     # case's tensors stay in cache for both. Against the copy, the two call by call: a
     # shared machine's load moves by 2x within seconds, more than between two ops of

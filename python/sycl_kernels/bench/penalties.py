@@ -1,5 +1,5 @@
 """sycl_kernels.bench.penalties: the logit penalties and the top-k mask against the engines'
-torch forms (bench).
+torch forms (bench, demo).
 
 Shapes: [batch, vocab] logits at vocab 32000, 128256 and 262144 (quick: 128256), batch
 min(tokens, 64) for bench's token counts up to 256 (1, 16 and 64; a sampler's batch
@@ -17,7 +17,6 @@ Face's TopKLogitsWarper: torch.topk and masked_fill; both then clamp the -inf).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 
 import torch
 
@@ -112,7 +111,7 @@ def top_k_case(dtype: torch.dtype, device: torch.device, batch: int, vocab: int)
     return Case(ours, theirs, 2 * logits.numel() * logits.element_size())
 
 
-def _shapes(case, tokens: int, quick: bool) -> Iterable[tuple[str, Build]]:
+def _shapes(case, tokens: int, quick: bool) -> list[tuple[str, Build]]:
     if tokens > 256:
         return []
     batch = min(tokens, _MAX_BATCH)
@@ -130,6 +129,7 @@ register(
     BenchOp(
         "apply_penalties",
         functools.partial(_shapes, penalties_case),
+        demo=_shapes(penalties_case, 16, quick=True)[0],
         note="apply_penalties: vLLM's repetition penalty (prompt and output masks, a penalty "
         "a row); the torch column is vLLM's torch form (repeat, mask, torch.where); batch "
         "min(tokens, 64).",

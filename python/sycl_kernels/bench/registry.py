@@ -1,9 +1,10 @@
 """sycl_kernels.bench.registry: the ops `bench` and `demo` time, each registered with its cases.
 
-The one module of bench an op module may import (it imports nothing of the package):
-the existing ops register theirs in bench/cases.py, beside the helpers they share; an
-op `python -m sycl_kernels new-op` writes registers its own in its module, with
-@bench_rows, so it joins `bench` and `demo` without an edit to a shared file.
+Each family's cases live in their module of the bench package, bench/<family>.py (as
+`python -m sycl_kernels new-op` writes a new op's), registered with register() or
+@bench_rows; bench/ops.py imports every module of the package, so a new one joins
+`bench` and `demo` without an edit to a shared file. The op modules stay checks and
+binding: none imports bench.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class BenchOp:
     shapes: Callable[[int, bool], Iterable[tuple[str, Build]]]
     """(tokens, quick) -> each (shape label, build) bench times at that token count."""
     demo: tuple[str, Build] | None = None
-    """demo's one shape, or None to leave the op out of demo."""
+    """demo's shape for the op, or None: demo times the first op of each family
+    (sycl_kernels.ops.<family>) registered with one."""
     dtypes: tuple[torch.dtype, ...] | None = None
     """The dtypes it runs in; None: bench's (every float dtype; bf16 and fp32 quick)."""
     note: str | None = None
@@ -62,6 +64,18 @@ def register(entry: BenchOp) -> None:
 def widths(quick: bool) -> tuple[int, ...]:
     """The hidden sizes the row ops are timed at."""
     return (4096,) if quick else (2048, 4096, 8192)
+
+
+def nbytes(*tensors: torch.Tensor) -> int:
+    """The bytes of the tensors, each counted once: a case's bytes_moved."""
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def seeded_randn(*shape: int, dtype: torch.dtype, device: torch.device, seed: int) -> torch.Tensor:
+    """randn from its own seed, the same on every device: both sides of a case get the
+    same inputs, run after run."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
 
 
 RowsCase = Callable[[torch.dtype, torch.device, int, int], Case]

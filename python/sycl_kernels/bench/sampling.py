@@ -1,5 +1,5 @@
 """sycl_kernels.bench.sampling: top-k / top-p renormalization and sampling against torch's
-sort-based forms (bench).
+sort-based forms (bench, demo).
 
 Rows of softmax(3 * randn) probabilities at vocabularies 32k, 128k and 256k, float32;
 batches 1, 16 and 64 (bench's token counts 1, 16 and 256; 4096 is left out). The torch
@@ -12,7 +12,6 @@ sample_from_probs compares whether each side's sample lies in the kept support (
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 
 import torch
 
@@ -97,7 +96,7 @@ def sample_case(dtype: torch.dtype, device: torch.device, batch: int, vocab: int
     return Case(ours, theirs, probs.numel() * 4)
 
 
-def _shapes(case, tokens: int, quick: bool) -> Iterable[tuple[str, Build]]:
+def _shapes(case, tokens: int, quick: bool) -> list[tuple[str, Build]]:
     batch = _BATCHES.get(tokens)
     if batch is None:
         return []
@@ -119,6 +118,7 @@ register(
     BenchOp(
         "top_k_renorm_probs",
         functools.partial(_shapes, top_k_renorm_case),
+        demo=_shapes(top_k_renorm_case, 16, quick=True)[0],
         dtypes=(torch.float32,),
         note=_NOTE.format(
             name="top_k_renorm_probs (top-k 50)",

@@ -113,8 +113,8 @@ void compile_per_kernel(const std::string& request_file, const std::string& devi
   std::map<std::string, std::string> compiled;
   for (sycl_kernels::KernelImage& image : images) {
     if (!request.images.count(image.kernel)) {
-      throw std::runtime_error(request_file + ": compiled a kernel no image line names: " +
-                               image.kernel);
+      throw std::runtime_error(request_file +
+                               ": compiled a kernel no image line names: " + image.kernel);
     }
     compiled[image.kernel] = std::move(image.bytes);
   }

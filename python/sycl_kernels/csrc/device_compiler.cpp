@@ -24,8 +24,7 @@ sycl::kernel_bundle<sycl::bundle_state::ext_oneapi_source> sycl_source(
   syclexp::include_files headers;
   for (const auto& [name, text] : request.headers) headers.add(name, text);
   return syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::sycl,
-                                                   request.source,
-                                                   syclexp::properties{headers});
+                                                   request.source, syclexp::properties{headers});
 }
 
 // Runs `compile` (a build or compile of the source) with its diagnostics in `log`.
@@ -116,16 +115,15 @@ std::string image_format(const std::string& bytes) {
   return magic == kSpirvMagic ? "spirv" : "native";
 }
 
-DeviceImage compile_to_image(const sycl::context& context,
-                             const std::vector<sycl::device>& devices,
+DeviceImage compile_to_image(const sycl::context& context, const std::vector<sycl::device>& devices,
                              const CompileRequest& request) {
   auto source = sycl_source(context, request);
   std::string log;
   const auto built = run_compiler(
       [&] {
-        return syclexp::build(source, devices,
-                              syclexp::properties{syclexp::build_options{request.options},
-                                                  syclexp::save_log{&log}});
+        return syclexp::build(
+            source, devices,
+            syclexp::properties{syclexp::build_options{request.options}, syclexp::save_log{&log}});
       },
       log);
 
@@ -171,9 +169,8 @@ std::vector<KernelImage> compile_per_kernel(const sycl::context& context,
     }
     const std::vector<std::string> kernels = entry_points(module);
     if (kernels.size() != 1) {
-      throw CompileError("a per-kernel image has " + std::to_string(kernels.size()) +
-                             " kernels, expected 1",
-                         log);
+      throw CompileError(
+          "a per-kernel image has " + std::to_string(kernels.size()) + " kernels, expected 1", log);
     }
     images.push_back({kernels[0], std::move(module)});
   }
@@ -184,13 +181,13 @@ sycl::kernel_bundle<sycl::bundle_state::executable> load_image(
     const sycl::context& context, const std::vector<sycl::device>& devices,
     const std::string& bytes, const std::string& format) {
   if (format != "spirv" || image_format(bytes) != "spirv") {
-    throw std::invalid_argument("load_image(): expected a SPIR-V image, got format '" +
-                                format + "' (" + std::to_string(bytes.size()) + " bytes)");
+    throw std::invalid_argument("load_image(): expected a SPIR-V image, got format '" + format +
+                                "' (" + std::to_string(bytes.size()) + " bytes)");
   }
   std::vector<std::byte> spirv(bytes.size());
   std::memcpy(spirv.data(), bytes.data(), bytes.size());
-  auto source_bundle = syclexp::create_kernel_bundle_from_source(
-      context, syclexp::source_language::spirv, spirv);
+  auto source_bundle =
+      syclexp::create_kernel_bundle_from_source(context, syclexp::source_language::spirv, spirv);
   return syclexp::build(source_bundle, devices);
 }
 
@@ -206,9 +203,8 @@ sycl::kernel get_kernel(sycl::kernel_bundle<sycl::bundle_state::executable> bund
 
 std::string runtime_version() {
   return "libsycl " + std::to_string(__LIBSYCL_MAJOR_VERSION) + "." +
-         std::to_string(__LIBSYCL_MINOR_VERSION) + "." +
-         std::to_string(__LIBSYCL_PATCH_VERSION) + " (compiler " +
-         std::to_string(__SYCL_COMPILER_VERSION) + ")";
+         std::to_string(__LIBSYCL_MINOR_VERSION) + "." + std::to_string(__LIBSYCL_PATCH_VERSION) +
+         " (compiler " + std::to_string(__SYCL_COMPILER_VERSION) + ")";
 }
 
 }  // namespace sycl_kernels

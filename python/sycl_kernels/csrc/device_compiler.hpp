@@ -34,8 +34,7 @@ class CompileError : public std::runtime_error {
 // Tells SPIR-V from native code by the module's magic number.
 std::string image_format(const std::string& bytes);
 
-DeviceImage compile_to_image(const sycl::context& context,
-                             const std::vector<sycl::device>& devices,
+DeviceImage compile_to_image(const sycl::context& context, const std::vector<sycl::device>& devices,
                              const CompileRequest& request);
 
 // One kernel's SPIR-V image, `kernel` its extern "C" name.
@@ -63,7 +62,8 @@ sycl::kernel_bundle<sycl::bundle_state::executable> load_image(
 sycl::kernel get_kernel(sycl::kernel_bundle<sycl::bundle_state::executable> bundle,
                         const std::string& name);
 
-// Version of the SYCL runtime the device compiler belongs to, e.g. "libsycl 8.0.0 (compiler 20260319)".
+// Version of the SYCL runtime the device compiler belongs to,
+// e.g. "libsycl 8.0.0 (compiler 20260319)".
 std::string runtime_version();
 
 }  // namespace sycl_kernels

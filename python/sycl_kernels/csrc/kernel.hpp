@@ -1,4 +1,5 @@
-// csrc/kernel.hpp: device images loaded on a queue's device, and their kernels launched with typed arguments.
+// csrc/kernel.hpp: device images loaded on a queue's device, their kernels launched with typed
+// arguments.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,7 @@ struct KernelArg {
 class Bundle : public LiveCount<Bundle> {
  public:
   Bundle(const Queue& queue, const std::string& image, const std::string& format)
-      : bundle_(load_image(queue.get().get_context(), {queue.get().get_device()}, image,
-                           format)) {}
+      : bundle_(load_image(queue.get().get_context(), {queue.get().get_device()}, image, format)) {}
 
   // From native_binary() of a bundle built earlier for the same device and driver.
   static Bundle from_native(const Queue& queue, const std::string& binary) {
@@ -59,8 +59,7 @@ class Bundle : public LiveCount<Bundle> {
 class Kernel : public LiveCount<Kernel> {
  public:
   // `group_size` is the work-group size the kernel was compiled for, 0 if any.
-  Kernel(const Bundle& bundle, const std::string& name, std::string signature,
-         size_t group_size)
+  Kernel(const Bundle& bundle, const std::string& name, std::string signature, size_t group_size)
       : name_(name),
         signature_(std::move(signature)),
         group_size_(group_size),

@@ -24,10 +24,9 @@ nb::dict describe(const sycl::device& d) {
   info["driver_version"] = d.get_info<sycl::info::device::driver_version>();
   info["type"] = d.is_cpu() ? "cpu" : d.is_gpu() ? "gpu" : "other";
   info["backend"] = std::string(
-      d.get_platform().get_backend() == sycl::backend::opencl ? "opencl"
-      : d.get_platform().get_backend() == sycl::backend::ext_oneapi_level_zero
-          ? "level_zero"
-          : "other");
+      d.get_platform().get_backend() == sycl::backend::opencl                  ? "opencl"
+      : d.get_platform().get_backend() == sycl::backend::ext_oneapi_level_zero ? "level_zero"
+                                                                               : "other");
   info["max_work_group_size"] = d.get_info<sycl::info::device::max_work_group_size>();
   info["sub_group_sizes"] = d.get_info<sycl::info::device::sub_group_sizes>();
   info["system_allocations"] = d.has(sycl::aspect::usm_system_allocations);
@@ -52,8 +51,8 @@ KernelArg scalar_arg(const Kernel& kernel, char kind, nb::handle value, size_t i
   const bool is_int = nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value);
   const bool is_float = nb::isinstance<nb::float_>(value);
   auto fail = [&](const char* expected) {
-    return nb::type_error((kernel.name() + "(): argument " + std::to_string(index) +
-                           " must be " + expected + ", got " + nb::inst_name(value).c_str())
+    return nb::type_error((kernel.name() + "(): argument " + std::to_string(index) + " must be " +
+                           expected + ", got " + nb::inst_name(value).c_str())
                               .c_str());
   };
   switch (kind) {
@@ -78,10 +77,9 @@ KernelArg scalar_arg(const Kernel& kernel, char kind, nb::handle value, size_t i
 }
 
 // Converts Python arguments by the kernel's signature; tensors must live where
-// the queue's device can reach them. An int for a pointer is taken as a device
-// address only when `addresses` is set (the ops' own launches, after their checks).
+// the queue's device can reach them.
 std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
-                                    const nb::args& args, bool addresses) {
+                                    const nb::args& args) {
   const std::string& signature = kernel.signature();
   if (args.size() != signature.size()) {
     throw nb::type_error((kernel.name() + "(): expected " + std::to_string(signature.size()) +
@@ -97,22 +95,14 @@ std::vector<KernelArg> convert_args(const Kernel& kernel, const Queue& queue,
       a = scalar_arg(kernel, a.kind, value, index);
       continue;
     }
-    // The ops pass data_ptr(), which costs ~0.1 us where a DLPack export costs
-    // ~3 us per tensor, having checked every tensor already.
-    if (addresses && nb::isinstance<nb::int_>(value)) {
-      a.p = reinterpret_cast<void*>(nb::cast<uintptr_t>(value));
-      continue;
-    }
     nb::ndarray<> array;
     if (!nb::try_cast(value, array)) {
       throw nb::type_error((kernel.name() + "(): argument " + std::to_string(index) +
                             " must be a tensor (DLPack), got " + nb::inst_name(value).c_str())
                                .c_str());
     }
-    // Asked here, not once per launch: the ops' address launches never need it.
-    const int32_t wanted_device = queue.get().get_device().is_cpu()
-                                      ? nb::device::cpu::value
-                                      : nb::device::oneapi::value;
+    const int32_t wanted_device =
+        queue.get().get_device().is_cpu() ? nb::device::cpu::value : nb::device::oneapi::value;
     if (array.device_type() != wanted_device) {
       throw nb::value_error((kernel.name() + "(): argument " + std::to_string(index) +
                              " lives on a device the queue's " +
@@ -153,15 +143,14 @@ class BoundLaunch {
 
   // `params`: one entry per kernel parameter, by its signature letter: for a pointer
   // an (argument index, byte offset) tuple, else the value (kinds checked here).
-  BoundLaunch(const Kernel& kernel, const Queue& queue, size_t global_size,
-              size_t local_size, const nb::sequence& params)
+  BoundLaunch(const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
+              const nb::sequence& params)
       : kernel_(kernel), queue_(queue), global_size_(global_size), local_size_(local_size) {
     check_sizes(kernel, global_size, local_size);
     const std::string& signature = kernel.signature();
     if (nb::len(params) != signature.size()) {
-      throw nb::type_error((kernel.name() + "(): expected " +
-                            std::to_string(signature.size()) + " parameters, got " +
-                            std::to_string(nb::len(params)))
+      throw nb::type_error((kernel.name() + "(): expected " + std::to_string(signature.size()) +
+                            " parameters, got " + std::to_string(nb::len(params)))
                                .c_str());
     }
     args_.resize(signature.size());
@@ -212,9 +201,9 @@ class BoundLaunch {
 };
 
 void launch(const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
-            const nb::args& args, bool addresses) {
+            const nb::args& args) {
   check_sizes(kernel, global_size, local_size);
-  const std::vector<KernelArg> converted = convert_args(kernel, queue, args, addresses);
+  const std::vector<KernelArg> converted = convert_args(kernel, queue, args);
   nb::gil_scoped_release release;
   kernel.launch(queue, global_size, local_size, converted);
 }
@@ -233,22 +222,29 @@ NB_MODULE(_C, m) {
   m.def("runtime_version", &runtime_version);
   m.def("native_backends", &native_backends,
         "The backends whose native binaries this build keeps and loads.");
-  m.def("live_objects", [] {
-    nb::dict counts;
-    counts["Queue"] = LiveCount<Queue>::live();
-    counts["Bundle"] = LiveCount<Bundle>::live();
-    counts["Kernel"] = LiveCount<Kernel>::live();
-    return counts;
-  }, "How many Queue, Bundle and Kernel objects are alive (C++ copies included).");
-  m.def("devices", [] {
-    nb::list out;
-    for (const auto& d : all_devices()) out.append(describe(d));
-    return out;
-  }, "Every SYCL device the runtime sees, as dicts.");
+  m.def(
+      "live_objects",
+      [] {
+        nb::dict counts;
+        counts["Queue"] = LiveCount<Queue>::live();
+        counts["Bundle"] = LiveCount<Bundle>::live();
+        counts["Kernel"] = LiveCount<Kernel>::live();
+        return counts;
+      },
+      "How many Queue, Bundle and Kernel objects are alive (C++ copies included).");
+  m.def(
+      "devices",
+      [] {
+        nb::list out;
+        for (const auto& d : all_devices()) out.append(describe(d));
+        return out;
+      },
+      "Every SYCL device the runtime sees, as dicts.");
 
   nb::class_<Queue>(m, "Queue")
-      .def_static("create", [](size_t index) { return Queue::create(device_at(index)); },
-                  "device_index"_a, "An owned in-order queue on device `device_index`.")
+      .def_static(
+          "create", [](size_t index) { return Queue::create(device_at(index)); }, "device_index"_a,
+          "An owned in-order queue on device `device_index`.")
       .def_static("borrow", &Queue::borrow, "address"_a,
                   "Wraps a `sycl::queue*` given as an int (torch.xpu stream.sycl_queue).")
       .def_prop_ro("address", &Queue::address)
@@ -291,8 +287,8 @@ NB_MODULE(_C, m) {
           "The device's native binary of this bundle; b'' where the backend gives none.");
 
   nb::class_<Kernel>(m, "Kernel")
-      .def(nb::init<const Bundle&, const std::string&, std::string, size_t>(), "bundle"_a,
-           "name"_a, "signature"_a, "group_size"_a = 0,
+      .def(nb::init<const Bundle&, const std::string&, std::string, size_t>(), "bundle"_a, "name"_a,
+           "signature"_a, "group_size"_a = 0,
            "Kernel `name` of a loaded image. `signature` has one letter per parameter:\n"
            "p pointer (a tensor), i int32, l int64, f float, d double. `group_size` is the\n"
            "work-group size it was compiled for (0: any).")
@@ -302,17 +298,10 @@ NB_MODULE(_C, m) {
       .def(
           "launch",
           [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
-             nb::args args) { launch(kernel, queue, global_size, local_size, args, false); },
+             nb::args args) { launch(kernel, queue, global_size, local_size, args); },
           "queue"_a, "global_size"_a, "local_size"_a, "args"_a,
           "Submits the kernel on `queue` (and waits if the queue is blocking); pointer\n"
           "arguments are tensors, checked to be on the queue's device.")
-      .def(
-          "_launch_addresses",
-          [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
-             nb::args args) { launch(kernel, queue, global_size, local_size, args, true); },
-          "queue"_a, "global_size"_a, "local_size"_a, "args"_a,
-          "launch(), taking an int for a pointer as a device address, unchecked: for the\n"
-          "ops only, which check every tensor before passing its data_ptr().")
       .def(
           "_bind",
           [](const Kernel& kernel, const Queue& queue, size_t global_size, size_t local_size,
@@ -325,6 +314,7 @@ NB_MODULE(_C, m) {
           "tensors unchecked: for the ops only (ops/_launch.py), after their checks.");
 
   nb::class_<BoundLaunch>(m, "BoundLaunch")
-      .def("__call__", [](const BoundLaunch& launch, nb::args call) { launch(call); },
-           "call"_a, "Launches, the pointers read from the call's tensors.");
+      .def(
+          "__call__", [](const BoundLaunch& launch, nb::args call) { launch(call); }, "call"_a,
+          "Launches, the pointers read from the call's tensors.");
 }

@@ -12,12 +12,10 @@ sycl::kernel NativeProgram::get(const std::string& name) const {
   throw std::invalid_argument("the native binary has no kernel named '" + name + "'");
 }
 
-std::shared_ptr<NativeProgram> load_native(const sycl::context& context,
-                                           const sycl::device& device,
+std::shared_ptr<NativeProgram> load_native(const sycl::context& context, const sycl::device& device,
                                            const std::string& binary) {
   switch (context.get_backend()) {
-    case sycl::backend::opencl:
-      return opencl_load_native(context, device, binary);
+    case sycl::backend::opencl: return opencl_load_native(context, device, binary);
 #ifdef SYCL_KERNELS_LEVEL_ZERO
     case sycl::backend::ext_oneapi_level_zero:
       return level_zero_load_native(context, device, binary);
@@ -29,14 +27,11 @@ std::shared_ptr<NativeProgram> load_native(const sycl::context& context,
 
 std::string native_binary(const ExecutableBundle& bundle) {
   switch (bundle.get_backend()) {
-    case sycl::backend::opencl:
-      return opencl_native_binary(bundle);
+    case sycl::backend::opencl: return opencl_native_binary(bundle);
 #ifdef SYCL_KERNELS_LEVEL_ZERO
-    case sycl::backend::ext_oneapi_level_zero:
-      return level_zero_native_binary(bundle);
+    case sycl::backend::ext_oneapi_level_zero: return level_zero_native_binary(bundle);
 #endif
-    default:
-      return {};
+    default: return {};
   }
 }
 

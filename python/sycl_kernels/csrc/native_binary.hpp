@@ -30,8 +30,7 @@ class NativeProgram {
 };
 
 // Loads a binary that native_binary() gave for this device and driver.
-std::shared_ptr<NativeProgram> load_native(const sycl::context& context,
-                                           const sycl::device& device,
+std::shared_ptr<NativeProgram> load_native(const sycl::context& context, const sycl::device& device,
                                            const std::string& binary);
 
 // The native binary of `bundle` for its one device, or "" where the backend cannot give it.

@@ -71,10 +71,9 @@ class LevelZeroProgram : public NativeProgram {
     desc.pBuildFlags = "";
     ze_module_handle_t module = nullptr;
     ze_module_build_log_handle_t log = nullptr;
-    ze_result_t status =
-        ze.module_create(sycl::get_native<sycl::backend::ext_oneapi_level_zero>(context),
-                         sycl::get_native<sycl::backend::ext_oneapi_level_zero>(device), &desc,
-                         &module, &log);
+    ze_result_t status = ze.module_create(
+        sycl::get_native<sycl::backend::ext_oneapi_level_zero>(context),
+        sycl::get_native<sycl::backend::ext_oneapi_level_zero>(device), &desc, &module, &log);
     std::string log_text = take_build_log(log);
     if (status != ZE_RESULT_SUCCESS) {
       if (module != nullptr) ze.module_destroy(module);
@@ -83,10 +82,9 @@ class LevelZeroProgram : public NativeProgram {
     }
     module_ = module;
     // The bundle owns the module from here on.
-    bundle_.emplace(
-        sycl::make_kernel_bundle<sycl::backend::ext_oneapi_level_zero,
-                                 sycl::bundle_state::executable>({module, ownership::transfer},
-                                                                 context));
+    bundle_.emplace(sycl::make_kernel_bundle<sycl::backend::ext_oneapi_level_zero,
+                                             sycl::bundle_state::executable>(
+        {module, ownership::transfer}, context));
   }
 
  protected:

@@ -38,15 +38,14 @@ const OpenCl& opencl() {
 
 void check(cl_int status, const char* what) {
   if (status != CL_SUCCESS) {
-    throw std::runtime_error(std::string(what) + " failed (OpenCL error " +
-                             std::to_string(status) + ")");
+    throw std::runtime_error(std::string(what) + " failed (OpenCL error " + std::to_string(status) +
+                             ")");
   }
 }
 
 class OpenClProgram : public NativeProgram {
  public:
-  OpenClProgram(const sycl::context& context, const sycl::device& device,
-                const std::string& binary)
+  OpenClProgram(const sycl::context& context, const sycl::device& device, const std::string& binary)
       : context_(context) {
     const OpenCl& cl = opencl();
     cl_context cl_ctx = sycl::get_native<sycl::backend::opencl>(context);
@@ -99,8 +98,7 @@ std::string opencl_native_binary(const ExecutableBundle& bundle) {
   std::string binary;
   if (programs.size() == 1) {
     size_t size = 0;
-    check(cl.get_program_info(programs[0], CL_PROGRAM_BINARY_SIZES, sizeof(size), &size,
-                              nullptr),
+    check(cl.get_program_info(programs[0], CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr),
           "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
     binary.resize(size);
     unsigned char* data = reinterpret_cast<unsigned char*>(binary.data());

@@ -19,8 +19,7 @@ class Queue : public LiveCount<Queue> {
   static Queue create(const sycl::device& device) {
     auto owned = std::make_shared<sycl::queue>(device, sycl::property::queue::in_order());
     sycl::queue* raw = owned.get();
-    return Queue(std::move(owned), raw,
-                 device.get_info<sycl::info::device::max_compute_units>());
+    return Queue(std::move(owned), raw, device.get_info<sycl::info::device::max_compute_units>());
   }
 
   // A `sycl::queue*` owned by someone else (torch.xpu streams); launches on it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import torch
@@ -129,7 +130,7 @@ def _row_layout(op: str, width: int, shape: tuple[int, ...], tensors: RowEntries
         strides = tuple((0, 0, s[0]) for _, s, _ in tensors)
         for name, s, written in tensors:
             if written:
-                check_disjoint_rows(op, name, rows, s[0], width)
+                _check_apart(op, name, shape, s, ((s[0], rows),), width, "row")
         return RowLayout(rows, 1, 1 if rows == 0 else rows, strides)
     merged: list[tuple[int, list[int]]] = []
     for dim in range(len(shape) - 1):
@@ -153,29 +154,13 @@ def _row_layout(op: str, width: int, shape: tuple[int, ...], tensors: RowEntries
     merged = [(1, [0] * len(tensors))] * (3 - len(merged)) + merged
     for index, (name, s, written) in enumerate(tensors):
         if written:
-            extent = width
-            for stride, size in sorted((m[index], n) for n, m in merged if n > 1):
-                if stride < extent:
-                    raise ValueError(
-                        f"{op}(): {name} is written but its rows overlap (shape "
-                        f"{tuple(shape)}, strides {s}); expected a tensor with its "
-                        "own memory per row"
-                    )
-                extent += stride * (size - 1)
+            _check_apart(op, name, shape, s, ((m[index], n) for n, m in merged), width, "row")
     rows = merged[0][0] * merged[1][0] * merged[2][0]
     strides = tuple(tuple(m[i] for _, m in merged) for i in range(len(tensors)))
     return RowLayout(rows, merged[1][0], merged[2][0], strides)  # type: ignore[arg-type]
 
 
 _memoized_row_layout = functools.lru_cache(maxsize=4096)(_row_layout)
-
-
-def check_disjoint_rows(op: str, name: str, rows: int, row_stride: int, row_size: int) -> None:
-    if rows > 1 and row_stride < row_size:
-        raise ValueError(
-            f"{op}(): {name} is written but its rows overlap (row stride {row_stride}, "
-            f"{row_size} elements a row); expected a tensor with its own memory per row"
-        )
 
 
 def contiguous_row_strides(layout: RowLayout, width: int) -> tuple[int, int, int]:
@@ -253,12 +238,25 @@ def check_same_device(
 
 def check_own_memory(op: str, name: str, t: torch.Tensor) -> None:
     """A written tensor: no two elements at one address (an expanded or overlapping view)."""
-    extent = 1
-    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n > 1):
+    _check_apart(op, name, t.shape, t.stride(), zip(t.stride(), t.shape, strict=True), 1, "element")
+
+
+def _check_apart(
+    op: str,
+    name: str,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dims: Iterable[tuple[int, int]],
+    unit_size: int,
+    unit: str,
+) -> None:
+    """The one overlap check: units of `unit_size` elements (an element, a row) placed
+    by the (stride, size) dimensions `dims` never share an address."""
+    extent = unit_size
+    for stride, size in sorted(d for d in dims if d[1] > 1):
         if stride < extent:
             raise ValueError(
-                f"{op}(): {name} is written but its elements overlap (shape "
-                f"{tuple(t.shape)}, strides {t.stride()}); expected a tensor with its own "
-                "memory per element"
+                f"{op}(): {name} is written but its {unit}s overlap (shape {tuple(shape)}, "
+                f"strides {tuple(strides)}); expected a tensor with its own memory per {unit}"
             )
         extent += stride * (size - 1)

@@ -25,7 +25,6 @@ from .._dtypes import FLOAT_DTYPE_NAMES, DType
 from ..specs.kv_cache import gather_kv_spec, gather_rows, store_kv_spec, store_rows_per_group
 from ._checks import (
     BY_TORCH,
-    check_disjoint_rows,
     check_float_dtype,
     check_index_range,
     check_own_memory,
@@ -574,7 +573,7 @@ def gather_cache(
     _check_entry(name, "dst", dst.shape[1:], dst.stride()[1:])
     width = math.prod(shape[2:])
     rows, dst_stride = dst.shape[0], dst.stride(0)
-    check_disjoint_rows(name, "dst", rows, dst_stride, width)
+    check_own_memory(name, "dst", dst)
     dequant = None
     if dst.dtype != src_cache.dtype:
         dequant = BY_TORCH.get(dst.dtype)

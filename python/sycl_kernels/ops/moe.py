@@ -40,11 +40,11 @@ from ..specs.moe import (
 )
 from ._checks import (
     INT32_MAX,
-    check_disjoint_rows,
     check_float_dtype,
     check_index_range,
     check_int,
     check_number,
+    check_own_memory,
     check_same,
     check_same_device,
     check_shape,
@@ -357,6 +357,6 @@ def moe_sum(
         check_shape(name, "out", out.shape, (tokens, hidden), "[tokens, hidden] of x")
         out_strides = out.stride()
         check_unit_last_stride(name, "out", out.shape, out_strides)
-        check_disjoint_rows(name, "out", tokens, out_strides[0], hidden)
+        check_own_memory(name, "out", out)
         out_token = out_strides[0]
     return SumPlan(dtype.short_name, index, tokens, topk, hidden, x_strides, out_token)

@@ -38,10 +38,10 @@ from ..specs.penalties import (
 )
 from ._checks import (
     BY_TORCH,
-    check_disjoint_rows,
     check_float_dtype,
     check_int,
     check_number,
+    check_own_memory,
     check_same_device,
     check_shape,
     check_unit_last_stride,
@@ -209,7 +209,7 @@ def apply_penalties(
     """
     name = "apply_penalties"
     dtype, batch, vocab, logits_stride = _check_logits(name, logits)
-    check_disjoint_rows(name, "logits", batch, logits_stride, vocab)
+    check_own_memory(name, "logits", logits)
     prompt_stride = -1
     if prompt_mask is not None:
         prompt_stride = _check_rows_like(name, "prompt_mask", prompt_mask, logits, (torch.bool,))
@@ -433,7 +433,7 @@ def top_k_mask_logits(
             raise TypeError(f"{name}(): out has dtype {out.dtype}; expected logits' {logits.dtype}")
         check_shape(name, "out", out_shape, logits.shape, "logits.shape")
         check_unit_last_stride(name, "out", out_shape, out_strides)
-        check_disjoint_rows(name, "out", batch, out_strides[0], vocab)
+        check_own_memory(name, "out", out)
         out_stride = out_strides[0]
     if batch == 0 or vocab == 0:
         return None

@@ -45,6 +45,7 @@ from ._checks import (
     check_float_dtype,
     check_int,
     check_number,
+    check_own_memory,
     check_same,
     check_same_device,
     check_shape,
@@ -229,16 +230,8 @@ def _check_dynamic(
     _check_scale_tensor(op, "scales", scales, x)
     shape, strides = scales.shape, scales.stride()
     check_shape(op, "scales", shape, (*lead, groups), f"x's leading dimensions and {groups} groups")
-    layout = ScaleLayout(group, 1, _row_stride(op, "scales", shape, strides), strides[-1])
-    (small, small_stride), (large, large_stride) = sorted(
-        ((rows, layout.row_stride), (groups, layout.group_stride)), key=lambda p: p[1]
-    )
-    if (small > 1 and small_stride == 0) or (large > 1 and large_stride < small * small_stride):
-        raise ValueError(
-            f"{op}(): scales is written but its elements overlap (shape {tuple(shape)}, "
-            f"strides {tuple(strides)}); expected a tensor with its own memory per scale"
-        )
-    return layout
+    check_own_memory(op, "scales", scales)
+    return ScaleLayout(group, 1, _row_stride(op, "scales", shape, strides), strides[-1])
 
 
 def _new_scales(x: torch.Tensor, lead: tuple, groups: int, column_major: bool) -> torch.Tensor:

@@ -37,11 +37,11 @@ from ..specs.routing import (
 )
 from ._checks import (
     check_bool,
-    check_disjoint_rows,
     check_float32_or_dtype_of,
     check_float_dtype,
     check_int,
     check_number,
+    check_own_memory,
     check_same_device,
     check_shape,
     check_tensor,
@@ -80,7 +80,7 @@ def _check_output(
         raise TypeError(f"{op}(): {name} has dtype {t.dtype}; expected {dtype}")
     check_shape(op, name, out_shape, shape, "[tokens, topk]")
     check_unit_last_stride(op, name, out_shape, strides)
-    check_disjoint_rows(op, name, shape[0], strides[0], shape[1])
+    check_own_memory(op, name, t)
     return strides[0]
 
 

@@ -44,9 +44,9 @@ import torch
 from ..specs.sampling import sample_spec, top_k_renorm_spec, top_p_renorm_spec
 from ._checks import (
     check_bool,
-    check_disjoint_rows,
     check_int,
     check_number,
+    check_own_memory,
     check_same_device,
     check_shape,
     check_unit_last_stride,
@@ -145,7 +145,7 @@ def _check_out(
         check_unit_last_stride(name, "out", out_shape, strides)
     else:
         check_shape(name, "out", out_shape, shape, "[rows]")
-    check_disjoint_rows(name, "out", shape[0], strides[0], shape[1] if len(shape) == 2 else 1)
+    check_own_memory(name, "out", out)
     return strides[0]
 
 

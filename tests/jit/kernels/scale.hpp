@@ -1,4 +1,4 @@
-// tests/jit/kernels/scale.hpp: out = x * factor, one work-item per element (the docs/jit.md example).
+// tests/jit/kernels/scale.hpp: out = x * factor, a work-item per element (docs/jit.md's example).
 #pragma once
 
 #include "common/dtype.hpp"
@@ -9,6 +9,9 @@ inline void scale(const T* x, T* out, float factor, int64_t n) {
   if (i < n) out[i] = sycl_kernels::from_float<T>(sycl_kernels::to_float(x[i]) * factor);
 }
 
+// The declarations as docs/jit.md shows them: clang-format takes the property macro
+// for a call and would break them mid-type.
+// clang-format off
 extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::nd_range_kernel<1>))
 void scale_fp32(const float* x, float* out, float factor, int64_t n) {
   scale(x, out, factor, n);
@@ -23,3 +26,4 @@ extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((sycl::ext::oneapi::experimental::n
 void scale_bf16(const sycl_kernels::bf16* x, sycl_kernels::bf16* out, float factor, int64_t n) {
   scale(x, out, factor, n);
 }
+// clang-format on
