@@ -33,6 +33,7 @@ UPSTREAM = (
     "csrc/layernorm_quant.cpp",
     "csrc/moe/",
     "csrc/quantization/",
+    "csrc/torch_bindings.cpp",  # vLLM's and vllm-xpu-kernels'
     "python/sgl_kernel/",  # sgl-kernel
     "python/sglang/",  # SGLang
 )

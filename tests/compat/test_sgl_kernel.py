@@ -272,3 +272,46 @@ def test_rotary_embedding_returns_the_same_tensors(layout: str, cache_dtype: tor
     assert got_q is query and got_k is key
     assert_close(_heads(query), want_q)
     assert_close(_heads(key), want_k)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "rotary_dim", "cache_dtype", "is_neox", "positions_dtype"),
+    [
+        (torch.bfloat16, 64, torch.bfloat16, False, torch.int64),
+        (torch.float16, HEAD_SIZE, torch.float32, True, torch.int32),
+    ],
+    ids=["bf16-rot64-bf16cache-gptj-int64", "fp16-rot128-fp32cache-neox-int32"],
+)
+def test_fused_qk_rope_rotates_head_slices_in_place(
+    dtype: torch.dtype,
+    rotary_dim: int,
+    cache_dtype: torch.dtype,
+    is_neox: bool,
+    positions_dtype: torch.dtype,
+) -> None:
+    # As SGLang's forward_xpu passes them: heads of a packed qkv cut to [..., :rotary_dim].
+    qkv, query, key = _qkv(7, dtype)
+    before = qkv.clone()
+    positions = torch.randint(0, MAX_POSITION, (7,), dtype=positions_dtype)
+    cache = rope_cache(MAX_POSITION, rotary_dim).to(cache_dtype)
+    want_q = _rope(positions, _heads(query), cache, is_neox)
+    want_k = _rope(positions, _heads(key), cache, is_neox)
+    q_rope, k_rope = _heads(query)[..., :rotary_dim], _heads(key)[..., :rotary_dim]
+    result = sgl_kernel.fused_qk_rope_with_cos_sin_cache_inplace(
+        q_rope, k_rope, cache, positions, rotary_dim, is_neox
+    )
+    assert result is None
+    assert_close(_heads(query), want_q)  # the elements past rotary_dim kept (want's)
+    assert_close(_heads(key), want_k)
+    assert torch.equal(qkv[:, 6 * HEAD_SIZE :], before[:, 6 * HEAD_SIZE :])
+
+
+def test_fused_qk_rope_refuses_what_it_cannot_take() -> None:
+    _, query, key = _qkv(3, torch.bfloat16)
+    positions = torch.zeros(3, dtype=torch.int64)
+    cache = rope_cache(MAX_POSITION, HEAD_SIZE)
+    fused = sgl_kernel.fused_qk_rope_with_cos_sin_cache_inplace
+    with pytest.raises(ValueError, match=r"^sgl_kernel\.fused_qk_rope\w*\(\): q has shape"):
+        fused(query, _heads(key), cache, positions, HEAD_SIZE, True)
+    with pytest.raises(ValueError, match=r"\(\): rope_dim is 64 but cos_sin_cache has 128"):
+        fused(_heads(query), _heads(key), cache, positions, 64, True)

@@ -1,13 +1,16 @@
 """sycl_kernels.compat.sgl_kernel: SGLang's ``sgl_kernel`` calls on the core ops.
 
 An engine's XPU branch imports these in place of ``sgl_kernel`` (and calls
-``rotary_embedding`` in place of ``torch.ops.sgl_kernel.rotary_embedding``): the
-names, argument order, defaults, return values and in-place contract are
-sgl_kernel's. An argument that cannot be taken raises TypeError or ValueError
-(IndexError for an index out of range on CPU tensors) naming sgl_kernel's argument
-and what was expected: a core op's error is re-worded in the function's own names
-(``compat._args.engine_names``; ``store_cache_xpu``'s ``indices``, not the core op's
-``slot_mapping``), and the outputs this module re-views itself are checked before.
+``rotary_embedding`` in place of ``torch.ops.sgl_kernel.rotary_embedding``), or
+``install()`` makes unmodified code find them: ``import sgl_kernel`` then gives this
+module's ``__all__`` and ``torch.ops.sgl_kernel.rotary_embedding`` is registered,
+where no sgl_kernel is installed (a real one is left alone). The names, argument
+order, defaults, return values and in-place contract are sgl_kernel's. An argument
+that cannot be taken raises TypeError or ValueError (IndexError for an index out of
+range on CPU tensors) naming sgl_kernel's argument and what was expected: a core
+op's error is re-worded in the function's own names (``compat._args.engine_names``;
+``store_cache_xpu``'s ``indices``, not the core op's ``slot_mapping``), and the
+outputs this module re-views itself are checked before.
 Points where the behaviour could be read two ways, and the reading taken here:
 
 - ``fused_add_rmsnorm`` / ``gemma_fused_add_rmsnorm``: ``residual`` receives
@@ -44,6 +47,19 @@ Points where the behaviour could be read two ways, and the reading taken here:
   head_size. Here 3-D input is rotated in place too, keeps its shape and may be
   partially rotary. The cache may be float32 or the query's dtype (sgl-kernel-xpu:
   the query's dtype only) and positions int32 or int64 (sgl-kernel-xpu: int64).
+- ``torch.ops.sgl_kernel.rotary_embedding`` (registered by ``install()``): sgl-kernel-xpu's
+  schema, which marks no argument as written, so it returns new tensors (``query``'s
+  and ``key``'s shapes, dtypes and, for dense ones, strides) and leaves the inputs
+  unchanged, where sgl-kernel-xpu rotates 2-D query/key in place and returns them.
+  Otherwise as ``rotary_embedding`` above. CPU and XPU kernels and a fake (meta) one;
+  no gradient.
+- ``fused_qk_rope_with_cos_sin_cache_inplace`` (sgl-kernel-xpu): ``q``/``k``
+  ``[tokens, heads, >= rope_dim]`` with a unit last stride (SGLang passes
+  ``[..., :rotary_dim]`` slices of its heads); the first ``rope_dim`` elements of each
+  head rotated in place, the rest left alone. ``cos_sin_cache`` ``[max_position,
+  rope_dim]`` (sgl reads it by its row stride whatever its width: a wider one is
+  refused here), float32 or q's dtype; positions int32 or int64. sgl takes rope_dim
+  64, 128, 256 or 512; any even width works here.
 - ``fused_inplace_qknorm`` (sgl-kernel-xpu): per-head RMSNorm of ``q`` ``[tokens,
   heads, head_dim]`` and ``k`` in place, math in float32, one rounding.
 - Quantization (read against sgl-kernel-xpu 9cf16bf9): ``sgl_per_token_group_quant_8bit``
@@ -196,8 +212,11 @@ Points where the behaviour could be read two ways, and the reading taken here:
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -205,6 +224,7 @@ import torch
 
 from .. import ops
 from ..ops._checks import check_int, check_tensor
+from . import _sgl_kernel_module
 from ._args import (
     check_dense,
     check_group_size,
@@ -214,6 +234,7 @@ from ._args import (
     engine_names,
 )
 from ._heads import split_heads
+from ._namespaces import EngineOp, define_ops
 
 __all__ = [
     "FusedSetKVBufferArg",
@@ -221,6 +242,7 @@ __all__ = [
     "biased_topk",
     "fused_add_rmsnorm",
     "fused_inplace_qknorm",
+    "fused_qk_rope_with_cos_sin_cache_inplace",
     "gelu_and_mul",
     "gelu_tanh_and_mul",
     "gemma_fused_add_rmsnorm",
@@ -399,6 +421,27 @@ def rotary_embedding(
     """Rotates query and key in place; returns (query, key), the same objects."""
     _rotate("sgl_kernel.rotary_embedding", positions, query, key, head_size, cos_sin_cache, is_neox)
     return query, key
+
+
+@engine_names(rotary_dim="rope_dim")
+def fused_qk_rope_with_cos_sin_cache_inplace(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    positions: torch.Tensor,
+    rope_dim: int,
+    is_neox: bool,
+) -> None:
+    """Rotates the first rope_dim elements of each head of q and k [tokens, heads,
+    >= rope_dim] in place by the cos/sin rows of positions (module doc)."""
+    op = "sgl_kernel.fused_qk_rope_with_cos_sin_cache_inplace"
+    for name, t in (("q", q), ("k", k)):
+        check_tensor(op, name, t)
+        if t.dim() != 3:
+            raise ValueError(
+                f"{op}(): {name} has shape {tuple(t.shape)}; expected [tokens, heads, rope_dim]"
+            )
+    ops.apply_rope(positions, q, k, cos_sin_cache, is_neox, rope_dim)
 
 
 def _rotate(
@@ -1195,3 +1238,77 @@ def min_p_sampling_from_probs(
     entries of at least min_p times its largest (module doc)."""
     min_p_filter = _filter("min_p", min_p, lambda t: t.float())
     return _sample(probs, indices, generator, check_nan, **min_p_filter)
+
+
+# install(): unmodified SGLang code on this module (module doc).
+
+# sgl-kernel-xpu 9cf16bf9 src/torch_extension_sycl.cc's schema.
+_ROTARY_EMBEDDING_SCHEMA = (
+    "rotary_embedding(Tensor positions, Tensor query, Tensor key, int head_size, "
+    "Tensor cos_sin_cache, bool is_neox) -> (Tensor, Tensor)"
+)
+
+
+def install() -> bool:
+    """Makes ``import sgl_kernel`` give this module's ``__all__`` and registers
+    ``torch.ops.sgl_kernel.rotary_embedding`` (CPU and XPU kernels, a fake one), where
+    no sgl_kernel is installed: call it before SGLang is imported. Returns True when
+    they are in place (a second call does nothing more), False when another
+    ``sgl_kernel`` is imported or importable: that one is left alone, nothing is
+    registered, and a warning says so."""
+    shim = _sgl_kernel_module
+    present = sys.modules.get("sgl_kernel")
+    if present is shim:
+        return True
+    # find_spec looks in sys.modules first, where a module without a spec raises.
+    spec = None if present is not None else importlib.util.find_spec("sgl_kernel")
+    if present is not None or spec is not None:
+        where = getattr(present, "__file__", None) or (spec.origin if spec else None)
+        warnings.warn(
+            f"sycl_kernels.compat.sgl_kernel.install(): an sgl_kernel is already "
+            f"{'imported' if present is not None else 'installed'} ({where}); it is left "
+            "in place and sycl_kernels' sgl_kernel functions are not installed",
+            stacklevel=2,
+        )
+        return False
+    _register_ops()
+    vars(shim).update({name: globals()[name] for name in __all__})
+    shim.__all__ = list(__all__)
+    sys.modules["sgl_kernel"] = shim
+    return True
+
+
+def _register_ops() -> None:
+    """torch.ops.sgl_kernel's ops SGLang's XPU layers call (compat/_namespaces.py: an op
+    already registered is left alone; a second call finds them registered)."""
+    table = [
+        EngineOp(
+            "sgl_kernel", _ROTARY_EMBEDDING_SCHEMA, _rotary_embedding_op, _rotary_embedding_fake
+        )
+    ]
+    define_ops("sycl_kernels.compat.sgl_kernel.install()", table)
+
+
+def _rotary_embedding_op(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    head_size: int,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.ops.sgl_kernel.rotary_embedding: rotated copies (the schema writes nothing)."""
+    q, k = query.clone(), key.clone()
+    return rotary_embedding(positions, q, k, head_size, cos_sin_cache, is_neox)
+
+
+def _rotary_embedding_fake(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    head_size: int,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # clone's strides: empty_like keeps a dense tensor's, as clone does.
+    return torch.empty_like(query), torch.empty_like(key)

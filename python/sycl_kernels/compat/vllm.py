@@ -7,8 +7,21 @@ and returns None) and dtype rules are vLLM's. An argument that cannot be taken
 raises TypeError or ValueError (IndexError for an index out of range on CPU tensors)
 naming vLLM's argument and what was expected: a core op's error is re-worded in the
 function's own names (``compat._args.engine_names``), and what this module re-views
-itself (scale buffers, routing outputs) is checked before. Points where the behaviour
-could be read two ways, and the reading taken here:
+itself (scale buffers, routing outputs) is checked before.
+
+``register()`` (or vLLM's ``vllm.general_plugins`` entry point ``sycl_kernels``, which
+calls it) defines these functions as vLLM's ops, for code that calls
+``torch.ops._C.rms_norm(...)`` and for vLLM's fusion passes, which match those op
+overloads: 24 in ``_C``, 5 in ``_moe_C`` (``topk_softmax``, ``topk_sigmoid``,
+``grouped_topk``, ``moe_align_block_size``, ``moe_sum``) and 5 in ``_C_cache_ops`` (the
+paged KV cache ops), each with vLLM's schema (argument names, types, defaults, the
+``Tensor!`` of what it writes), CPU and XPU kernels that run the function of its name,
+and a fake kernel for torch.compile. An op whose name is taken (by vLLM's own kernels
+or vllm-xpu-kernels, both loaded first where installed) is left alone. Importing this
+module defines nothing. Called through torch.ops, the schema decides what an argument may
+be: ``grouped_topk``'s ``bias`` must be a tensor there, and the KV scales too.
+
+Points where the behaviour could be read two ways, and the reading taken here:
 
 - ``fused_add_rms_norm``: ``residual`` receives ``input + residual`` rounded to the
   dtype, and ``input`` the norm of that rounded sum (its sum of squares too), as
@@ -232,6 +245,9 @@ could be read two ways, and the reading taken here:
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import logging
 import math
 
 import torch
@@ -248,6 +264,9 @@ from ._args import (
     engine_names,
 )
 from ._heads import split_heads
+from ._namespaces import EngineOp, Registration, define_ops
+
+log = logging.getLogger("sycl_kernels")
 
 __all__ = [
     "apply_repetition_penalties_",
@@ -266,8 +285,11 @@ __all__ = [
     "gelu_quick",
     "gelu_tanh_and_mul",
     "grouped_topk",
+    "moe_align_block_size",
+    "moe_sum",
     "mul_and_silu",
     "per_token_group_fp8_quant",
+    "register",
     "reshape_and_cache",
     "reshape_and_cache_flash",
     "rms_norm",
@@ -1264,3 +1286,191 @@ def apply_repetition_penalties_(
     ops.apply_penalties(
         logits, prompt_mask, None, output_mask, repetition_penalties=repetition_penalties
     )
+
+
+# vLLM's op namespaces (module doc: register()). The schemas are vllm-xpu-kernels
+# 4543b580's (csrc/torch_bindings.cpp, csrc/moe/torch_bindings.cpp), character for
+# character but whitespace, except two of vLLM's own csrc/torch_bindings.cpp: its
+# rotary_embedding (vllm-xpu-kernels' lacks rope_dim_offset and inverse, which
+# vllm._custom_ops.rotary_embedding passes when either is set) and
+# apply_repetition_penalties_ (not in vllm-xpu-kernels). Each op runs the function of
+# its name in this module.
+_VLLM_SCHEMAS: dict[str, tuple[str, ...]] = {
+    "_C": (
+        "rms_norm(Tensor! result, Tensor input, Tensor? weight, float epsilon) -> ()",
+        "fused_add_rms_norm(Tensor! input, Tensor! residual, Tensor? weight, float epsilon) -> ()",
+        "silu_and_mul(Tensor! result, Tensor input) -> ()",
+        "mul_and_silu(Tensor! out, Tensor input) -> ()",
+        "gelu_and_mul(Tensor! out, Tensor input) -> ()",
+        "gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()",
+        "fatrelu_and_mul(Tensor! out, Tensor! input, float threshold) -> ()",
+        "swigluoai_and_mul(Tensor! out, Tensor input, float alpha=1.702, float limit=7.0) -> ()",
+        "gelu_new(Tensor! out, Tensor input) -> ()",
+        "gelu_fast(Tensor! out, Tensor input) -> ()",
+        "gelu_quick(Tensor! out, Tensor input) -> ()",
+        (
+            "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, int head_size, "
+            "Tensor cos_sin_cache, bool is_neox, int rope_dim_offset=0, bool inverse=False) -> ()"
+        ),
+        (
+            "fused_qk_norm_rope(Tensor! qkv, int num_heads_q, int num_heads_k, int num_heads_v, "
+            "int head_dim, float eps, Tensor q_weight, Tensor k_weight, Tensor cos_sin_cache, "
+            "bool is_neox, Tensor position_ids, int forced_token_heads_per_warp=-1) -> ()"
+        ),
+        (
+            "static_scaled_fp8_quant(Tensor! result, Tensor input, Tensor scale, (int, int)? "
+            "group_shape=None) -> ()"
+        ),
+        "dynamic_scaled_fp8_quant(Tensor! result, Tensor input, Tensor! scale) -> ()",
+        (
+            "dynamic_per_token_scaled_fp8_quant(Tensor! result, Tensor input, Tensor! scale, "
+            "Tensor? scale_ub) -> ()"
+        ),
+        (
+            "per_token_group_fp8_quant(Tensor input, Tensor! output_q, Tensor! output_s, int "
+            "group_size, float eps, float fp8_min, float fp8_max, bool scale_ue8m0, bool "
+            "dummy_is_scale_transposed, bool dummy_is_tma_aligned) -> ()"
+        ),
+        (
+            "rms_norm_static_fp8_quant(Tensor! result, Tensor input, Tensor weight, Tensor scale, "
+            "float epsilon) -> ()"
+        ),
+        (
+            "fused_add_rms_norm_static_fp8_quant(Tensor! result, Tensor input, Tensor! residual, "
+            "Tensor weight, Tensor scale, float epsilon) -> ()"
+        ),
+        (
+            "rms_norm_dynamic_per_token_quant(Tensor! result, Tensor input, Tensor weight, "
+            "Tensor! scale, float epsilon, Tensor? scale_ub, Tensor!? residual) -> ()"
+        ),
+        (
+            "rms_norm_per_block_quant(Tensor! result, Tensor input, Tensor weight, Tensor! scale, "
+            "float epsilon, Tensor? scale_ub, Tensor!? residual, int group_size, bool "
+            "is_scale_transposed, bool scale_ue8m0=False) -> ()"
+        ),
+        "silu_and_mul_quant(Tensor! result, Tensor input, Tensor scale) -> ()",
+        (
+            "silu_and_mul_per_block_quant(Tensor! out, Tensor input, Tensor! scales, int "
+            "group_size, Tensor? scale_ub=None, bool is_scale_transposed=False, bool "
+            "scale_ue8m0=False) -> ()"
+        ),
+        (
+            "apply_repetition_penalties_(Tensor! logits, Tensor prompt_mask, Tensor output_mask, "
+            "Tensor repetition_penalties) -> ()"
+        ),
+    ),
+    "_moe_C": (
+        (
+            "topk_softmax(Tensor! topk_weights, Tensor! topk_indices, Tensor! "
+            "token_expert_indices, Tensor gating_output, bool renormalize, Tensor? bias, Tensor? "
+            "is_padding) -> ()"
+        ),
+        (
+            "topk_sigmoid(Tensor! topk_weights, Tensor! topk_indices, Tensor! "
+            "token_expert_indices, Tensor gating_output, bool renormalize, Tensor? bias, float "
+            "routed_scaling_factor, Tensor? is_padding) -> ()"
+        ),
+        (
+            "grouped_topk(Tensor scores, int n_group, int topk_group, int topk, bool renormalize, "
+            "float routed_scaling_factor, Tensor bias, int scoring_func) -> (Tensor, Tensor)"
+        ),
+        (
+            "moe_align_block_size(Tensor topk_ids, int num_experts, int block_size, Tensor! "
+            "sorted_token_ids, Tensor! experts_ids, Tensor! num_tokens_post_pad, Tensor? "
+            "maybe_expert_map) -> ()"
+        ),
+        "moe_sum(Tensor input, Tensor! output, Tensor? topk_ids, Tensor? expert_map) -> ()",
+    ),
+    "_C_cache_ops": (
+        (
+            "reshape_and_cache(Tensor key, Tensor value, Tensor! key_cache, Tensor! value_cache, "
+            "Tensor slot_mapping, str kv_cache_dtype, Tensor k_scale, Tensor v_scale) -> ()"
+        ),
+        (
+            "reshape_and_cache_flash(Tensor key, Tensor value, Tensor! key_cache, Tensor! "
+            "value_cache, Tensor slot_mapping, str kv_cache_dtype, Tensor k_scale, Tensor "
+            "v_scale) -> ()"
+        ),
+        (
+            "concat_and_cache_mla(Tensor kv_c, Tensor k_pe, Tensor! kv_cache, Tensor "
+            "slot_mapping, str kv_cache_dtype, Tensor scale) -> ()"
+        ),
+        (
+            "gather_cache(Tensor src_cache, Tensor! dst, Tensor block_table, Tensor cu_seq_lens, "
+            "int batch_size, Tensor? seq_starts) -> ()"
+        ),
+        (
+            "gather_and_maybe_dequant_cache(Tensor src_cache, Tensor! dst, Tensor block_table, "
+            "Tensor cu_seq_lens, Tensor token_to_seq, int num_tokens, str kv_cache_dtype, Tensor "
+            "scale, Tensor? seq_starts) -> ()"
+        ),
+    ),
+}
+
+# vllm-xpu-kernels' extensions, which define these namespaces (_C holds _C_cache_ops).
+_VLLM_XPU_KERNELS = ("vllm_xpu_kernels._C", "vllm_xpu_kernels._moe_C")
+
+
+def _grouped_topk_fake(
+    scores: torch.Tensor,
+    n_group: int,
+    topk_group: int,
+    topk: int,
+    renormalize: bool,
+    routed_scaling_factor: float,
+    bias: torch.Tensor,
+    scoring_func: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """grouped_topk's outputs for tracing: float32 weights and int32 ids [tokens, topk]."""
+    shape = (scores.shape[0], topk)
+    return scores.new_empty(shape, dtype=torch.float32), scores.new_empty(shape, dtype=torch.int32)
+
+
+def _load_vllm_kernels() -> None:
+    """Loads the libraries that define vLLM's ops, where installed, before anything is
+    defined here: their ops are then found and kept. Loaded after, their definitions
+    would collide with these (torch refuses a second schema of a name) and fail."""
+    if importlib.util.find_spec("vllm") is not None:
+        try:
+            from vllm.platforms import current_platform
+
+            current_platform.import_kernels()  # what vllm._custom_ops loads on this platform
+        except (ImportError, OSError) as error:  # a vLLM built for another torch or device
+            log.info("sycl_kernels.compat.vllm.register(): vLLM's kernels not loaded: %s", error)
+    if importlib.util.find_spec("vllm_xpu_kernels") is None:
+        return
+    for module in _VLLM_XPU_KERNELS:
+        try:
+            importlib.import_module(module)
+        except (ImportError, OSError) as error:  # built for another torch, or no GPU runtime
+            log.info("sycl_kernels.compat.vllm.register(): %s not loaded: %s", module, error)
+
+
+def _engine_op(namespace: str, schema: str) -> EngineOp:
+    """The op of a schema: this module's function of the op's name."""
+    name = schema.split("(", 1)[0]
+    fake = _grouped_topk_fake if name == "grouped_topk" else None
+    return EngineOp(namespace, schema, globals()[name], fake)
+
+
+# register()'s report, once it has run.
+_registration: Registration | None = None
+
+
+def register() -> Registration:
+    """Defines vLLM's ops on this module's functions, under vLLM's names and schemas:
+    ``torch.ops._C.rms_norm``, ``torch.ops._moe_C.topk_softmax``,
+    ``torch.ops._C_cache_ops.reshape_and_cache_flash`` and the rest (module doc), with
+    CPU and XPU kernels and fake ones for torch.compile. An op already defined (by vLLM's
+    own kernels or vllm-xpu-kernels, loaded first where installed) is left as it is,
+    with a warning. The second call does nothing and returns the first one's report:
+    the ops defined, per namespace, and those left alone with where they were
+    registered. Also vLLM's ``vllm.general_plugins`` entry point ``sycl_kernels``."""
+    global _registration
+    if _registration is None:
+        _load_vllm_kernels()
+        table = [
+            _engine_op(ns, schema) for ns, schemas in _VLLM_SCHEMAS.items() for schema in schemas
+        ]
+        _registration = define_ops("sycl_kernels.compat.vllm.register()", table)
+    return _registration
