@@ -70,6 +70,11 @@ either way) sets `_get_logits_processor` on the instance, independent of `patch(
 Each processor runs Hugging Face's own code per call where its kernel does not apply
 (3-D scores, other devices or dtypes, scores that need a gradient).
 
+Hugging Face's `kernels`: `register_kernel_mapping()` maps its "RMSNorm" and
+"rotary_pos_emb" layer names onto SyclRMSNorm and SyclRotaryPosEmb for
+`kernels.kernelize(model, device="cpu" or "xpu", mode=Mode.INFERENCE)`, in float32 only
+(Hugging Face's code in fp16/bf16). Nothing registers without the call.
+
 Numerics: float32 as Hugging Face's up to the order of float operations; in fp16/bf16
 the kernels round once where Hugging Face rounds after each torch op (within an ulp).
 Not used: `fused_add_rmsnorm` (the residual add is a step of each decoder layer's
@@ -610,6 +615,108 @@ def apply_to_granite() -> list[str]:
 
 def apply_to_olmo2() -> list[str]:
     return patch_class("olmo2")
+
+
+# --- Hugging Face's `kernels`: the layers for kernelize ---
+#
+# `kernelize` binds a layer class's `forward` to each module of the layer's name, so
+# these classes are stateless (no constructor, no members but `forward`, as `kernels`
+# checks) and their `forward` takes the arguments of the forward it replaces. They
+# run the kernels for float32 only: in half precision Hugging Face rounds after each
+# torch op (its Llama-style norm rounds `weight * hidden.to(input_dtype)` twice), the
+# kernels once.
+
+# Modeling module name -> its family, without importing the modeling modules.
+_BY_MODULE: dict[str, ModelFamily] = {
+    f"transformers.models.{fam.name}.modeling_{fam.name}": fam for fam in FAMILIES.values()
+}
+
+
+def _norm_family(cls: type) -> ModelFamily | None:
+    fam = _BY_MODULE.get(cls.__module__)
+    return fam if fam is not None and cls.__name__ == f"{fam.prefix}RMSNorm" else None
+
+
+class SyclRMSNorm(nn.Module):
+    """The `kernels` layer for "RMSNorm": `rmsnorm` (`gemma_rmsnorm` for Gemma's) for
+    the RMSNorm classes of `FAMILIES` in float32, Hugging Face's forward otherwise."""
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        fam = _norm_family(type(self))
+        if fam is None or hidden_states.dtype != torch.float32:
+            return _hf(self)(self, hidden_states)
+        # Checks device, strides and the weight's dtype, and falls back itself.
+        return _NORM_FORWARDS[fam.norm](self, hidden_states)
+
+
+class SyclRotaryPosEmb(nn.Module):
+    """The `kernels` layer for "rotary_pos_emb": `apply_rope` on copies of q and k for
+    the `apply_rotary_pos_emb` of `FAMILIES` in float32, Hugging Face's function
+    otherwise."""
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        unsqueeze_dim: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # The class forward of kernels' function module calls Hugging Face's function
+        # (this instance is a model's private copy, not the module-level one it routes).
+        original = type(self).forward.__get__(self)
+        if type(self).__module__ not in _BY_MODULE or q.dtype != torch.float32:
+            return original(q, k, cos, sin, unsqueeze_dim)
+        return _rope_or_fallback(original, q, k, cos, sin, unsqueeze_dim)
+
+
+# kernels' layer name -> the layer class.
+KERNELS_LAYERS: dict[str, type[nn.Module]] = {
+    "RMSNorm": SyclRMSNorm,
+    "rotary_pos_emb": SyclRotaryPosEmb,
+}
+
+
+@dataclass(frozen=True)
+class SyclLayerRepository:
+    """A `kernels` layer repository for one of KERNELS_LAYERS (its protocol: `load()`
+    returns the layer class): no Hub, no build directory. Frozen, so `kernels`'
+    per-repository cache and a second registration see one repository."""
+
+    layer_name: str
+
+    def load(self) -> type[nn.Module]:
+        return KERNELS_LAYERS[self.layer_name]
+
+    def __str__(self) -> str:
+        return f"sycl_kernels (layer `{self.layer_name}`)"
+
+
+def register_kernel_mapping() -> list[str]:
+    """Registers KERNELS_LAYERS with Hugging Face's `kernels` for devices "cpu" and
+    "xpu" and Mode.INFERENCE, so that `kernels.kernelize(model, device="cpu",
+    mode=Mode.INFERENCE)` runs `rmsnorm` / `gemma_rmsnorm` for the families' RMSNorm and
+    `apply_rope` for their `apply_rotary_pos_emb`, in float32 (Hugging Face's code in
+    fp16/bf16 and for other classes of those names). Replaces what was registered for
+    those names and devices; a second call changes nothing. Returns the layer names it
+    mapped. ImportError naming `kernels` if that package is absent.
+    """
+    try:
+        import kernels
+    except ImportError as error:
+        raise ImportError(
+            "register_kernel_mapping() needs Hugging Face's `kernels` package (pip install kernels)"
+        ) from error
+    kernels.register_kernel_mapping(
+        {
+            name: {
+                device: {kernels.Mode.INFERENCE: SyclLayerRepository(name)}
+                for device in ("cpu", "xpu")
+            }
+            for name in KERNELS_LAYERS
+        }
+    )
+    return list(KERNELS_LAYERS)
 
 
 # --- Generation: Hugging Face's logits processors on the kernels ---
