@@ -13,12 +13,17 @@ What runs on the kernels:
 - RMSNorm modules (the hidden-state norms and the per-head q/k norms of Qwen3 and
   Gemma 3) -> `rmsnorm`, or `gemma_rmsnorm` for Gemma's `(1 + weight)` form.
 - Gated MLPs, `act(gate_proj(x)) * up_proj(x)` (Phi-3: the halves of `gate_up_proj(x)`;
-  MoE experts: their `_apply_gate`) -> `act_and_mul` for SiLU, GELU and GELU-tanh.
+  MoE experts: their `_apply_gate`) -> `act_and_mul` for SiLU, GELU and GELU-tanh;
+  GPT-OSS's experts' `_apply_gate` (clamped SwiGLU, gate and up interleaved) ->
+  `swigluoai_and_mul` with the module's alpha and limit.
 - The family's `apply_rotary_pos_emb(q, k, cos, sin)` -> `apply_rope` on copies of q
-  and k (Hugging Face's function is out of place), partial rotary included.
+  and k (Hugging Face's function is out of place), partial rotary and GPT-OSS's
+  half-width cos/sin included; DeepSeek-V3's `apply_rotary_pos_emb_interleave` ->
+  `apply_rope` NeoX style on de-interleaved copies (what it returns).
 - MoE routers (Mixtral's and Qwen3-MoE's `TopKRouter`: softmax, top-k, renormalized)
   -> `moe_topk`, the router's linear layer left as it is. Ties between equal scores
-  go to the lower expert index (torch.topk does not say which it takes).
+  go to the lower expert index (torch.topk does not say which it takes). DeepSeek-V3's
+  and GPT-OSS's routers compute something else: reported unpatched.
 
 Every swapped forward checks its inputs per call and runs Hugging Face's own code
 where the kernel would not compute what it computes: devices other than CPU and
@@ -217,6 +222,14 @@ def _experts_apply_gate(self: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
     return ops.act_and_mul(gate, up, activation)
 
 
+def _swigluoai_apply_gate(self: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
+    # GPT-OSS's _apply_gate is swigluoai_and_mul's formula; the kernel takes no
+    # negative (or NaN) limit.
+    if not (_kernel_takes(gate_up) and gate_up.stride(-1) == 1 and self.limit >= 0):
+        return _hf(self, "_apply_gate")(self, gate_up)
+    return ops.swigluoai_and_mul(gate_up, alpha=self.alpha, limit=self.limit)
+
+
 def _router(
     self: nn.Module, hidden_states: torch.Tensor, renormalize: bool, float32_weights: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -251,13 +264,16 @@ _INSTANCE_FUNCTIONS = frozenset(
         _mlp_forward,
         _fused_mlp_forward,
         _experts_apply_gate,
+        _swigluoai_apply_gate,
     }
 )
 
 _ROPE_LAYOUTS = {1: "HND", 2: "NHD"}  # unsqueeze_dim -> where the heads are
 
 
-def _rope_ok(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+def _rope_ok(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, half_cos: bool
+) -> bool:
     width = cos.shape[-1]
     return (
         q.dim() == k.dim() == 4
@@ -265,11 +281,32 @@ def _rope_ok(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Ten
         and cos.shape == sin.shape
         and q.dtype == k.dtype
         and _kernel_takes(q)
-        and width % 2 == 0
+        # Half-width cos/sin (GPT-OSS): HF rotates the halves of the whole head.
+        and (2 * width == q.shape[-1] == k.shape[-1] if half_cos else width % 2 == 0)
         and width <= q.shape[-1]
         and q.stride(-1) == k.stride(-1) == 1
         and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
     )
+
+
+def _rope_in_place(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    half_cos: bool,
+) -> None:
+    # cos and sin are [batch, seq, rotary_dim] with both halves equal (HF's
+    # rotary embeddings concatenate the frequencies twice), or [batch, seq,
+    # rotary_dim / 2] (half_cos); one cache row per token.
+    batch, seq, width = cos.shape
+    half = width if half_cos else width // 2
+    cache = torch.cat((cos[..., :half], sin[..., :half]), dim=-1).reshape(batch * seq, 2 * half)
+    if cache.dtype not in (torch.float32, q.dtype):
+        cache = cache.float()
+    positions = torch.arange(batch * seq, device=q.device).view(batch, seq)
+    ops.apply_rope(positions, q, k, cache, True, layout=layout)
 
 
 def _rope_or_fallback(
@@ -279,24 +316,46 @@ def _rope_or_fallback(
     cos: torch.Tensor,
     sin: torch.Tensor,
     unsqueeze_dim: int,
+    half_cos: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     layout = _ROPE_LAYOUTS.get(unsqueeze_dim)
-    if layout is None or not _rope_ok(q, k, cos, sin):
+    if layout is None or not _rope_ok(q, k, cos, sin, half_cos):
         return fallback(q, k, cos, sin, unsqueeze_dim)
-    # cos and sin are [batch, seq, rotary_dim] with both halves equal (HF's
-    # rotary embeddings concatenate the frequencies twice); one cache row per token.
-    batch, seq, width = cos.shape
-    half = width // 2
-    cache = torch.cat((cos[..., :half], sin[..., :half]), dim=-1).reshape(batch * seq, width)
-    if cache.dtype not in (torch.float32, q.dtype):
-        cache = cache.float()
-    positions = torch.arange(batch * seq, device=q.device).view(batch, seq)
     q, k = q.clone(), k.clone()
-    ops.apply_rope(positions, q, k, cache, True, layout=layout)
+    _rope_in_place(q, k, cos, sin, layout, half_cos)
     return q, k
 
 
-def _rope_function(original: Callable) -> Callable:
+def _interleaved_rope_function(original: Callable, half_cos: bool) -> Callable:
+    """The replacement of DeepSeek-V3's `apply_rotary_pos_emb_interleave`. It rotates
+    the pairs (x0, x1), (x2, x3), ... and returns them de-interleaved (the pairs' first
+    elements, then their second): NeoX style on a de-interleaved copy computes that."""
+
+    @functools.wraps(original)
+    def apply_rotary_pos_emb_interleave(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+        unsqueeze_dim: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        layout = _ROPE_LAYOUTS.get(unsqueeze_dim)
+        if (
+            layout is None
+            or not _rope_ok(q, k, cos, sin, half_cos)
+            or not cos.shape[-1] == q.shape[-1] == k.shape[-1]
+        ):
+            return original(q, k, cos, sin, position_ids, unsqueeze_dim)
+        q = torch.cat((q[..., 0::2], q[..., 1::2]), dim=-1)
+        k = torch.cat((k[..., 0::2], k[..., 1::2]), dim=-1)
+        _rope_in_place(q, k, cos, sin, layout, half_cos)
+        return q, k
+
+    return apply_rotary_pos_emb_interleave
+
+
+def _rope_function(original: Callable, half_cos: bool) -> Callable:
     """The replacement of a plain module-level `apply_rotary_pos_emb`."""
 
     @functools.wraps(original)
@@ -307,12 +366,12 @@ def _rope_function(original: Callable) -> Callable:
         sin: torch.Tensor,
         unsqueeze_dim: int = 1,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return _rope_or_fallback(original, q, k, cos, sin, unsqueeze_dim)
+        return _rope_or_fallback(original, q, k, cos, sin, unsqueeze_dim, half_cos)
 
     return apply_rotary_pos_emb
 
 
-def _rope_forward(original: Callable) -> Callable:
+def _rope_forward(original: Callable, half_cos: bool) -> Callable:
     """The replacement of the `forward` of the module class that Hugging Face's
     `kernels` makes of an `apply_rotary_pos_emb` decorated `use_kernel_forward_from_hub`
     (transformers 5.25). The function stays in its modeling module, and the attention's
@@ -328,7 +387,8 @@ def _rope_forward(original: Callable) -> Callable:
         sin: torch.Tensor,
         unsqueeze_dim: int = 1,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return _rope_or_fallback(functools.partial(original, self), q, k, cos, sin, unsqueeze_dim)
+        hf = functools.partial(original, self)
+        return _rope_or_fallback(hf, q, k, cos, sin, unsqueeze_dim, half_cos)
 
     return forward
 
@@ -342,33 +402,48 @@ class _Installed:
     users: int = 0
 
 
-_ROPE_INSTALLED: dict[str, _Installed] = {}  # modeling module name -> what was replaced
+# "<modeling module>.<function>" -> what was replaced
+_ROPE_INSTALLED: dict[str, _Installed] = {}
 _LOCK = threading.RLock()
 
 
-def _acquire_rope(fam: ModelFamily) -> str:
+def _rope_names(fam: ModelFamily) -> tuple[str, ...]:
+    """The family's module-level rotary functions, as "<modeling module>.<function>"."""
+    functions = ("apply_rotary_pos_emb",)
+    if fam.interleaved_rope:
+        functions += ("apply_rotary_pos_emb_interleave",)
+    return tuple(f"{fam.module.__name__}.{function}" for function in functions)
+
+
+def _acquire_rope(fam: ModelFamily) -> tuple[str, ...]:
     module = fam.module
-    entry = _ROPE_INSTALLED.get(module.__name__)
-    if entry is None:
-        hf = module.apply_rotary_pos_emb
-        if isinstance(hf, nn.Module):
-            owner, name, replacement = type(hf), "forward", _rope_forward
-        else:
-            owner, name, replacement = module, "apply_rotary_pos_emb", _rope_function
-        original = getattr(owner, name)
-        entry = _ROPE_INSTALLED[module.__name__] = _Installed(owner, name, original)
-        setattr(owner, name, replacement(original))
-    entry.users += 1
-    return f"{module.__name__}.apply_rotary_pos_emb"
+    names = _rope_names(fam)
+    for qualified in names:
+        entry = _ROPE_INSTALLED.get(qualified)
+        if entry is None:
+            function = qualified.rpartition(".")[2]
+            hf = getattr(module, function)
+            if isinstance(hf, nn.Module):
+                owner, name, replacement = type(hf), "forward", _rope_forward
+            elif function == "apply_rotary_pos_emb":
+                owner, name, replacement = module, function, _rope_function
+            else:
+                owner, name, replacement = module, function, _interleaved_rope_function
+            original = getattr(owner, name)
+            entry = _ROPE_INSTALLED[qualified] = _Installed(owner, name, original)
+            setattr(owner, name, replacement(original, fam.half_cos))
+        entry.users += 1
+    return names
 
 
-def _release_rope(module_name: str) -> None:
+def _release_rope(names: tuple[str, ...]) -> None:
     with _LOCK:
-        entry = _ROPE_INSTALLED[module_name]
-        entry.users -= 1
-        if entry.users == 0:
-            setattr(entry.owner, entry.name, entry.original)
-            del _ROPE_INSTALLED[module_name]
+        for qualified in names:
+            entry = _ROPE_INSTALLED[qualified]
+            entry.users -= 1
+            if entry.users == 0:
+                setattr(entry.owner, entry.name, entry.original)
+                del _ROPE_INSTALLED[qualified]
 
 
 # --- Patching models ---
@@ -438,7 +513,20 @@ def _patch_mlp(fam: ModelFamily, path: str, module: nn.Module) -> str:
     return f"{path}: act_and_mul {activation} ({type(module).__name__})"
 
 
-def _patch_experts(path: str, module: nn.Module) -> str:
+def _patch_swigluoai_experts(path: str, module: nn.Module) -> str:
+    kind = type(module).__name__
+    if not _set_instance(module, "_apply_gate", _swigluoai_apply_gate):
+        return f"{path}: {_OWN_FORWARD.format('_apply_gate')}"
+    # GPT-OSS's eager experts forward calls _apply_gate too.
+    return (
+        f"{path}: swigluoai_and_mul alpha={module.alpha} limit={module.limit} in "
+        f"_apply_gate ({kind})"
+    )
+
+
+def _patch_experts(fam: ModelFamily, path: str, module: nn.Module) -> str:
+    if fam.experts_gate == "swigluoai":
+        return _patch_swigluoai_experts(path, module)
     kind = type(module).__name__
     activation = _ACTIVATIONS.get(type(module.act_fn))
     if activation is None:
@@ -479,6 +567,7 @@ def patch(model: nn.Module) -> list[str]:
         mlp_cls = fam.cls("MLP") if fam.mlp else None
         experts_cls = fam.cls("Experts") if fam.experts else None
         router_cls = fam.cls("TopKRouter") if fam.router else None
+        unmapped = {fam.cls(suffix): why for suffix, why in fam.unmapped}
         dtype = getattr(model, "dtype", torch.float32)
         report = []
         for path, module in model.named_modules():
@@ -487,16 +576,21 @@ def patch(model: nn.Module) -> list[str]:
             elif type(module) is mlp_cls:
                 report.append(_patch_mlp(fam, path, module))
             elif type(module) is experts_cls:
-                report.append(_patch_experts(path, module))
+                report.append(_patch_experts(fam, path, module))
             elif type(module) is router_cls:
                 report.append(_patch_router(fam, path, module))
-        rope = _acquire_rope(fam)
+            elif type(module) in unmapped:
+                report.append(f"{path}: unpatched, {unmapped[type(module)]}")
+        ropes = _acquire_rope(fam)
         report += [
-            f"{rope}: apply_rope (module-level: any {fam.name} model uses it now)",
+            *(
+                f"{rope}: apply_rope (module-level: any {fam.name} model uses it now)"
+                for rope in ropes
+            ),
             f"{fam.prefix}DecoderLayer: unpatched, fused_add_rmsnorm not used: the residual "
             "add and the next norm are two steps of the decoder layer's forward",
         ]
-        release = weakref.finalize(model, _release_rope, fam.module.__name__)
+        release = weakref.finalize(model, _release_rope, ropes)
         _PATCHED[model] = _ModelPatch(report, release)
         return list(report)
 
@@ -541,14 +635,17 @@ def patch_class(model_type: str) -> list[str]:
         if fam.mlp:
             forward = _fused_mlp_forward if fam.mlp == "fused" else _mlp_forward
             _set_class(fam.cls("MLP"), "forward", forward, report, "act_and_mul")
-        if fam.experts:
+        if fam.experts_gate == "swigluoai":
+            experts = fam.cls("Experts")
+            _set_class(experts, "_apply_gate", _swigluoai_apply_gate, report, "swigluoai_and_mul")
+        elif fam.experts:
             experts = fam.cls("Experts")
             if experts.__dict__.get("_apply_gate") is _default_apply_gate:
                 _set_class(experts, "_apply_gate", _experts_apply_gate, report, "act_and_mul")
         if fam.router:
             router = _ROUTER_FORWARDS[fam.router]
             _set_class(fam.cls("TopKRouter"), "forward", router, report, "moe_topk")
-        report.append(f"{_acquire_rope(fam)}: apply_rope")
+        report += [f"{rope}: apply_rope" for rope in _acquire_rope(fam)]
         _CLASS_PATCHED[fam.name] = report
         return list(report)
 
@@ -563,7 +660,7 @@ def unpatch_class(model_type: str) -> None:
             if cls.__module__ == fam.module.__name__:
                 setattr(cls, name, original)
                 del _CLASS_ORIGINALS[cls, name]
-        _release_rope(fam.module.__name__)
+        _release_rope(_rope_names(fam))
 
 
 # Liger-style entry points: patch the family's classes before building a model.
@@ -665,9 +762,10 @@ class SyclRotaryPosEmb(nn.Module):
         # The class forward of kernels' function module calls Hugging Face's function
         # (this instance is a model's private copy, not the module-level one it routes).
         original = type(self).forward.__get__(self)
-        if type(self).__module__ not in _BY_MODULE or q.dtype != torch.float32:
+        fam = _BY_MODULE.get(type(self).__module__)
+        if fam is None or q.dtype != torch.float32:
             return original(q, k, cos, sin, unsqueeze_dim)
-        return _rope_or_fallback(original, q, k, cos, sin, unsqueeze_dim)
+        return _rope_or_fallback(original, q, k, cos, sin, unsqueeze_dim, fam.half_cos)
 
 
 # kernels' layer name -> the layer class.

@@ -52,6 +52,19 @@ class ModelFamily:
     """Hugging Face's default for the activation when config.json leaves it out."""
     float32_rotary: bool = False
     """The rotary embedding returns cos/sin in float32 (OLMo 2), not the model's dtype."""
+    experts_gate: Literal["act_and_mul", "swigluoai"] = "act_and_mul"
+    """The experts' gate: act(gate) * up of the two halves, or GPT-OSS's clamped SwiGLU
+    of interleaved gate and up (swigluoai_and_mul)."""
+    half_cos: bool = False
+    """cos/sin hold each frequency once (GPT-OSS), not twice (cat(freqs, freqs))."""
+    interleaved_rope: bool = False
+    """The modeling module also has apply_rotary_pos_emb_interleave (DeepSeek-V3's
+    rope_interleave): pairs (x0, x1), (x2, x3), ... rotated, returned de-interleaved."""
+    mla: bool = False
+    """Multi-head latent attention (DeepSeek-V3): norms at q_lora_rank and kv_lora_rank,
+    the rotary on heads of qk_rope_head_dim."""
+    unmapped: tuple[tuple[str, str], ...] = ()
+    """(class suffix, why): the family's classes no kernel reproduces, for the report."""
 
     @property
     def module(self) -> types.ModuleType:
@@ -95,6 +108,38 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "phi3": ModelFamily("phi3", "Phi3", mlp="fused"),
     "granite": ModelFamily("granite", "Granite"),
     "olmo2": ModelFamily("olmo2", "Olmo2", norm="olmo2", qk_norm="all_heads", float32_rotary=True),
+    # Its MoE block is DeepseekV3MoE; DeepseekV3MLP is the dense MLP and the shared experts.
+    "deepseek_v3": ModelFamily(
+        "deepseek_v3",
+        "DeepseekV3",
+        experts=True,
+        interleaved_rope=True,
+        mla=True,
+        unmapped=(
+            (
+                "TopkRouter",
+                "its sigmoid scores, e_score_correction_bias and group-limited top-k "
+                "are not moe_topk's softmax top-k",
+            ),
+        ),
+    ),
+    # GptOssMLP is the MoE block (router and experts): no dense MLP.
+    "gpt_oss": ModelFamily(
+        "gpt_oss",
+        "GptOss",
+        norm="olmo2",
+        mlp=None,
+        experts=True,
+        experts_gate="swigluoai",
+        half_cos=True,
+        unmapped=(
+            (
+                "TopKRouter",
+                "not mapped: it takes the top-k of its biased logits and softmaxes those "
+                "k; the mapped routers (moe_topk) softmax over all experts first",
+            ),
+        ),
+    ),
 }
 
 # Hugging Face activation names (transformers.activations.ACT2CLS) whose modules the
@@ -175,8 +220,14 @@ def model_specs(config: dict, dtype: DType, tuned_for: str) -> list[KernelSpec]:
     hidden = _int(text, "hidden_size")
     heads = _int(text, "num_attention_heads")
     head_dim = text.get("head_dim") or hidden // heads
+    if family.mla:
+        head_dim = _int(text, "qk_rope_head_dim")
 
     norm_widths = [hidden]
+    if family.mla:
+        # q_lora_rank null: q_proj, no q_a_layernorm.
+        norm_widths += [text["q_lora_rank"]] if text.get("q_lora_rank") else []
+        norm_widths.append(_int(text, "kv_lora_rank"))
     if family.qk_norm == "head":
         norm_widths.append(head_dim)
     elif family.qk_norm == "all_heads":
@@ -186,12 +237,19 @@ def model_specs(config: dict, dtype: DType, tuned_for: str) -> list[KernelSpec]:
     specs = [rmsnorm_spec(dtype, width, tuned_for, gemma=gemma) for width in norm_widths]
 
     activation = HF_ACTIVATIONS.get(text.get(family.activation_key) or family.default_activation)
-    if activation is not None:
+    if family.experts_gate == "swigluoai":
+        dim = _int(text, "intermediate_size")
+        specs.append(act_and_mul_spec("swigluoai", dtype, dim, tuned_for, interleaved=True))
+    elif activation is not None:
         mlp_widths = []
         if family.experts:
             mlp_widths.append(_int(text, "moe_intermediate_size", "intermediate_size"))
-        if family.mlp is not None and (not family.experts or _has_dense_layers(text)):
+        if family.mlp is not None and (not family.experts or _has_dense_layers(text, family)):
             mlp_widths.append(_int(text, "intermediate_size"))
+        if family.mla:
+            # DeepSeek-V3's shared experts, a DeepseekV3MLP (Hugging Face's default: 1).
+            shared = text.get("n_shared_experts", 1)
+            mlp_widths.append(_int(text, "moe_intermediate_size") * shared)
         specs += [act_and_mul_spec(activation, dtype, d, tuned_for) for d in mlp_widths]
 
     # The router's, where config.json gives its sizes (else it compiles on first use).
@@ -213,11 +271,13 @@ def model_specs(config: dict, dtype: DType, tuned_for: str) -> list[KernelSpec]:
     return list(unique.values())
 
 
-def _has_dense_layers(config: dict) -> bool:
+def _has_dense_layers(config: dict, family: ModelFamily) -> bool:
     """Qwen3-MoE: layers listed in mlp_only_layers, or off the decoder_sparse_step, or
-    all when there are no experts, have a dense MLP at intermediate_size."""
+    all when there are no experts, have a dense MLP at intermediate_size; DeepSeek-V3:
+    the first_k_dense_replace first layers (Hugging Face's default: 3)."""
     return (
         bool(config.get("mlp_only_layers"))
+        or (family.mla and config.get("first_k_dense_replace", 3) > 0)
         or config.get("decoder_sparse_step", 1) > 1
         or config.get("num_experts", 1) == 0
     )
