@@ -45,6 +45,27 @@ OVERRIDES: dict[str, dict] = {
     },
     # k_norm spans kv_heads * head_dim.
     "olmo2": {"num_key_value_heads": 8},
+    # Layer 0 dense, layer 1 MoE (4 routed experts, a shared one); MLA with both LoRA norms.
+    "deepseek_v3": {
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "n_group": 2,
+        "topk_group": 1,
+        "moe_intermediate_size": 2048,
+        "first_k_dense_replace": 1,
+        "q_lora_rank": 256,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 64,
+        "v_head_dim": 64,
+        "num_key_value_heads": 8,
+    },
+    "gpt_oss": {
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "sliding_window": 8,
+    },
 }
 MODEL_TYPES = [
     "llama",
